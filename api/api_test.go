@@ -1,0 +1,762 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const (
+	ingestToken = "ingest-secret-token"
+	readToken   = "read-secret-token"
+	adminToken  = "admin-secret-token"
+	userID      = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
+)
+
+// logCall is one recorded LogEvents call.
+type logCall struct {
+	user  uniqueevents.User
+	names []string
+	opts  int
+}
+
+// fakeEvents records LogEvents calls and answers with result (the names
+// when nil) or err.
+type fakeEvents struct {
+	mu     sync.Mutex
+	calls  []logCall
+	result []string
+	err    error
+}
+
+func (f *fakeEvents) LogEvents(_ context.Context, user uniqueevents.User, names []string, opts ...uniqueevents.Option) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, logCall{user: user, names: names, opts: len(opts)})
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.result != nil {
+		return f.result, nil
+	}
+	return names, nil
+}
+
+func (f *fakeEvents) EventLogged(context.Context, string, string) (bool, error) {
+	return true, nil
+}
+
+func (f *fakeEvents) recorded() []logCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
+}
+
+// fakePusher is the buffer under a real uniqueevents.Client.
+type fakePusher struct {
+	mu      sync.Mutex
+	entries [][]byte
+	err     error
+}
+
+func (p *fakePusher) Push(_ context.Context, entries [][]byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.entries = append(p.entries, entries...)
+	return nil
+}
+
+func (p *fakePusher) pushed() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entries
+}
+
+// fakeStore answers EventLogged for a real uniqueevents.Client.
+type fakeStore struct {
+	logged map[uum.Pair]bool
+	err    error
+}
+
+func (s *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
+	return s.logged[p], s.err
+}
+
+type fakeCounts struct {
+	rows []uum.Count
+	err  error
+}
+
+func (c *fakeCounts) UniqueCounts(_ context.Context, eventName string) ([]uum.Count, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	var out []uum.Count
+	for _, r := range c.rows {
+		if eventName == "" || r.EventName == eventName {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+type fakePinger struct {
+	err     error
+	release chan struct{} // when set, Ping waits for it and ignores ctx
+}
+
+func (p *fakePinger) Ping(context.Context) error {
+	if p.release != nil {
+		<-p.release
+	}
+	return p.err
+}
+
+type testBundle struct {
+	events   *fakeEvents
+	pusher   *fakePusher
+	store    *fakeStore
+	counts   *fakeCounts
+	redis    *fakePinger
+	postgres *fakePinger
+	logs     *bytes.Buffer
+	// fake serves with events; real with a real *uniqueevents.Client over
+	// pusher and store.
+	fake http.Handler
+	real http.Handler
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	b := &testBundle{
+		events:   &fakeEvents{},
+		pusher:   &fakePusher{},
+		store:    &fakeStore{logged: map[uum.Pair]bool{}},
+		counts:   &fakeCounts{},
+		redis:    &fakePinger{},
+		postgres: &fakePinger{},
+		logs:     &bytes.Buffer{},
+	}
+	b.fake = b.handler(b.events)
+	b.real = b.handler(b.client(t, true))
+	return b
+}
+
+// client returns a real uniqueevents.Client over the bundle's pusher and
+// store.
+func (b *testBundle) client(t *testing.T, enabled bool) *uniqueevents.Client {
+	t.Helper()
+	c, err := uniqueevents.New(config.Events{
+		Enabled:               enabled,
+		Names:                 []string{"mhv_rx_accessed", "mhv_login"},
+		TrackedFacilityIDs:    []string{"757"},
+		FacilityTrackedEvents: []string{"mhv_rx_accessed"},
+		PushTimeout:           50 * time.Millisecond,
+	}, b.pusher, nil, b.store, nil, nil)
+	require.NoError(t, err)
+	return c
+}
+
+func (b *testBundle) handler(events api.EventLogger) http.Handler {
+	cfg := config.API{Addr: ":0", Tokens: []config.Token{
+		{Scope: "ingest", Value: ingestToken},
+		{Scope: "read", Value: readToken},
+		{Scope: "admin", Value: adminToken},
+	}}
+	ready := map[string]api.Pinger{"redis": b.redis, "postgres": b.postgres}
+	logger := slog.New(slog.NewJSONHandler(b.logs, nil))
+	return api.New(cfg, events, b.counts, ready, logger)
+}
+
+// newRequest builds a request bearing token (unless empty) and, for a
+// POST, Content-Type application/json.
+func newRequest(method, path, token, body string) *http.Request {
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	return r
+}
+
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+func call(h http.Handler, method, path, token, body string) *httptest.ResponseRecorder {
+	return serve(h, newRequest(method, path, token, body))
+}
+
+// requireJSON asserts the status and decodes the JSON body into v.
+func requireJSON(t *testing.T, rec *httptest.ResponseRecorder, status int, v any) {
+	t.Helper()
+	require.Equal(t, status, rec.Code, rec.Body.String())
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), v), rec.Body.String())
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// requireError asserts a JSON error response.
+func requireError(t *testing.T, rec *httptest.ResponseRecorder, status int, code, field string) errorBody {
+	t.Helper()
+	var body errorBody
+	requireJSON(t, rec, status, &body)
+	require.Equal(t, code, body.Error.Code)
+	require.Equal(t, field, body.Error.Field)
+	require.NotEmpty(t, body.Error.Message)
+	return body
+}
+
+type bufferedBody struct {
+	BufferedEvents []string `json:"buffered_events"`
+}
+
+func requireBuffered(t *testing.T, rec *httptest.ResponseRecorder, status int, want ...string) {
+	t.Helper()
+	var body bufferedBody
+	requireJSON(t, rec, status, &body)
+	require.NotNil(t, body.BufferedEvents)
+	require.Equal(t, append([]string{}, want...), body.BufferedEvents)
+}
+
+func eventsBody(extra string) string {
+	return `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed"]` + extra + `}`
+}
+
+func wire(name string) []byte {
+	return uum.Event{UserID: uum.MustParseUUID(userID), Name: name}.MarshalWire()
+}
+
+func TestPostEvents(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BuffersNamesAndUserFacilityVariants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed","mhv_login"],"user_facility_ids":["757","999"]}`
+		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed", "mhv_rx_accessed_oh_site_757", "mhv_login")
+		require.Equal(t, [][]byte{wire("mhv_rx_accessed"), wire("mhv_rx_accessed_oh_site_757"), wire("mhv_login")}, b.pusher.pushed())
+	})
+
+	t.Run("AcceptsIntegerFacilityIDs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := `{"user_id":"` + userID + `","event_names":["mhv_login"],"user_facility_ids":[ 757 ],"event_facility_ids":[757,"999"]}`
+		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_login", "mhv_login_oh_757")
+	})
+
+	t.Run("PassesFacilityIDsAsStrings", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(`,"user_facility_ids":[757,"668"]`))
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+		want := logCall{user: uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}, names: []string{"mhv_rx_accessed"}}
+		require.Equal(t, []logCall{want}, b.events.recorded())
+	})
+
+	t.Run("EmptyEventFacilitiesSelectsExplicitMode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := eventsBody(`,"user_facility_ids":["757"],"event_facility_ids":[]`)
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+		require.Len(t, b.events.recorded(), 1)
+		require.Equal(t, 1, b.events.recorded()[0].opts)
+
+		// The real client proves the option is explicit mode: no variants,
+		// where user mode would add mhv_rx_accessed_oh_site_757.
+		rec = call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+	})
+
+	t.Run("NullEventFacilitiesSelectsUserMode", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := eventsBody(`,"user_facility_ids":["757"],"event_facility_ids":null`)
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+		require.Equal(t, 0, b.events.recorded()[0].opts)
+
+		rec = call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed", "mhv_rx_accessed_oh_site_757")
+	})
+
+	t.Run("AcceptsCharsetParameter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		r := newRequest(http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		r.Header.Set("Content-Type", "application/json; charset=utf-8")
+		requireBuffered(t, serve(b.fake, r), http.StatusAccepted, "mhv_rx_accessed")
+	})
+
+	t.Run("IgnoresUnknownFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(`,"source":"web"`))
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+	})
+
+	t.Run("DisabledReturns200WithEmptyList", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		h := b.handler(b.client(t, false))
+		rec := call(h, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		requireBuffered(t, rec, http.StatusOK)
+		require.JSONEq(t, `{"buffered_events":[]}`, rec.Body.String())
+		require.Empty(t, b.pusher.pushed())
+	})
+
+	t.Run("BufferUnavailableReturns503", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.pusher.err = errors.New("dial tcp 127.0.0.1:6379: connection refused")
+		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		requireError(t, rec, http.StatusServiceUnavailable, "unavailable", "")
+		require.Contains(t, b.logs.String(), "connection refused")
+		require.NotContains(t, rec.Body.String(), "connection refused")
+	})
+
+	t.Run("PayloadTooLarge", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := `{"user_id":"` + userID + `","event_names":["` + strings.Repeat("a", 65<<10) + `"]}`
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, body)
+		requireError(t, rec, http.StatusRequestEntityTooLarge, "payload_too_large", "body")
+		require.Empty(t, b.events.recorded())
+	})
+
+	t.Run("UnsupportedMediaType", func(t *testing.T) {
+		t.Parallel()
+		for name, contentType := range map[string]string{
+			"TextPlain": "text/plain",
+			"Missing":   "",
+			"Malformed": "application/json; charset",
+			"JSONLike":  "application/jsonx",
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				r := newRequest(http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+				r.Header.Set("Content-Type", contentType)
+				requireError(t, serve(b.fake, r), http.StatusUnsupportedMediaType, "unsupported_media_type", "")
+				require.Empty(t, b.events.recorded())
+			})
+		}
+	})
+}
+
+func TestPostEventsInvalid(t *testing.T) {
+	t.Parallel()
+
+	user := `"user_id":"` + userID + `"`
+	tests := []struct {
+		name  string
+		body  string
+		field string
+	}{
+		{"MalformedJSON", `{"user_id":`, "body"},
+		{"EmptyBody", ``, "body"},
+		{"TrailingGarbage", `{` + user + `,"event_names":["a"]} x`, "body"},
+		{"TwoObjects", `{` + user + `,"event_names":["a"]}{}`, "body"},
+		{"BodyIsArray", `[{` + user + `,"event_names":["a"]}]`, "body"},
+		{"BodyIsString", `"hello"`, "body"},
+		{"BodyIsNull", `null`, "body"},
+		{"MissingUserID", `{"event_names":["a"]}`, "user_id"},
+		{"NullUserID", `{"user_id":null,"event_names":["a"]}`, "user_id"},
+		{"NumericUserID", `{"user_id":123,"event_names":["a"]}`, "user_id"},
+		{"EmptyUserID", `{"user_id":"","event_names":["a"]}`, "user_id"},
+		{"BadUserID", `{"user_id":"not-a-uuid","event_names":["a"]}`, "user_id"},
+		{"MissingEventNames", `{` + user + `}`, "event_names"},
+		{"NullEventNames", `{` + user + `,"event_names":null}`, "event_names"},
+		{"EmptyEventNames", `{` + user + `,"event_names":[]}`, "event_names"},
+		{"EventNamesNotArray", `{` + user + `,"event_names":"a"}`, "event_names"},
+		{"EventNameNotString", `{` + user + `,"event_names":["a",1]}`, "event_names[1]"},
+		{"EventNameNull", `{` + user + `,"event_names":["a",null]}`, "event_names[1]"},
+		{"EventNameEmpty", `{` + user + `,"event_names":["a",""]}`, "event_names[1]"},
+		{"UserFacilitiesNotArray", `{` + user + `,"event_names":["a"],"user_facility_ids":"757"}`, "user_facility_ids"},
+		{"UserFacilityFloat", `{` + user + `,"event_names":["a"],"user_facility_ids":[7.57]}`, "user_facility_ids[0]"},
+		{"UserFacilityBool", `{` + user + `,"event_names":["a"],"user_facility_ids":["757",true]}`, "user_facility_ids[1]"},
+		{"UserFacilityNegative", `{` + user + `,"event_names":["a"],"user_facility_ids":[-1]}`, "user_facility_ids[0]"},
+		{"EventFacilitiesNotArray", `{` + user + `,"event_names":["a"],"event_facility_ids":{}}`, "event_facility_ids"},
+		{"EventFacilityExponent", `{` + user + `,"event_names":["a"],"event_facility_ids":["757",1e3]}`, "event_facility_ids[1]"},
+		{"EventFacilityObject", `{` + user + `,"event_names":["a"],"event_facility_ids":[{}]}`, "event_facility_ids[0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, tt.body)
+			requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			require.Empty(t, b.events.recorded())
+		})
+	}
+}
+
+func TestPostEventsInvalidNames(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name   string
+		names  string
+		field  string
+		reason string
+	}{
+		{"UnknownName", `["mhv_login","mhv_unknown"]`, "event_names[1]", "unknown event name"},
+		{"TooLongName", `["` + strings.Repeat("a", uum.MaxNameLen+1) + `","mhv_login"]`, "event_names[0]", "at most 50 characters"},
+		{"BadSyntax", `["mhv_login","MHV Login"]`, "event_names[1]", "unknown event name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			body := `{"user_id":"` + userID + `","event_names":` + tt.names + `,"user_facility_ids":["757"]}`
+			rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			require.Contains(t, got.Error.Message, tt.reason)
+			require.Empty(t, b.pusher.pushed())
+		})
+	}
+}
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RejectsMissingMalformedAndUnknownTokens", func(t *testing.T) {
+		t.Parallel()
+		for name, header := range map[string]string{
+			"Missing":         "",
+			"Unknown":         "Bearer not-a-token",
+			"OtherScheme":     "Basic " + ingestToken,
+			"NoToken":         "Bearer",
+			"BlankToken":      "Bearer   ",
+			"NoSpace":         "Bearer" + ingestToken,
+			"TokenWithSpaces": "Bearer " + ingestToken + " extra",
+			"TokenPrefix":     "Bearer " + ingestToken[:len(ingestToken)-1],
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				r := newRequest(http.MethodPost, "/v1/events", "", eventsBody(""))
+				if header != "" {
+					r.Header.Set("Authorization", header)
+				}
+				rec := serve(b.fake, r)
+				requireError(t, rec, http.StatusUnauthorized, "unauthorized", "")
+				require.Equal(t, "Bearer", rec.Header().Get("WWW-Authenticate"))
+				require.Empty(t, b.events.recorded())
+			})
+		}
+	})
+
+	t.Run("ForbidsWrongScope", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			name, method, path, token string
+		}{
+			{"ReadTokenOnPost", http.MethodPost, "/v1/events", readToken},
+			{"IngestTokenOnEventLogged", http.MethodGet, "/v1/events/" + userID + "/mhv_login", ingestToken},
+			{"IngestTokenOnUniqueCounts", http.MethodGet, "/v1/unique-counts", ingestToken},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				rec := call(b.fake, tt.method, tt.path, tt.token, eventsBody(""))
+				requireError(t, rec, http.StatusForbidden, "forbidden", "")
+				require.Empty(t, b.events.recorded())
+			})
+		}
+	})
+
+	t.Run("AdminTokenCanIngestAndRead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.fake, http.MethodPost, "/v1/events", adminToken, eventsBody(""))
+		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed")
+		rec = call(b.fake, http.MethodGet, "/v1/events/"+userID+"/mhv_login", adminToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		rec = call(b.fake, http.MethodGet, "/v1/unique-counts", adminToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+	})
+
+	t.Run("SchemeIsCaseInsensitive", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		r := newRequest(http.MethodGet, "/v1/unique-counts", "", "")
+		r.Header.Set("Authorization", "bearer "+readToken)
+		require.Equal(t, http.StatusOK, serve(b.fake, r).Code)
+	})
+
+	t.Run("NoTokensConfiguredRejectsAll", func(t *testing.T) {
+		t.Parallel()
+		h := api.New(config.API{Tokens: []config.Token{{Scope: "admin", Value: ""}}}, &fakeEvents{}, &fakeCounts{}, nil, nil)
+		r := newRequest(http.MethodGet, "/v1/unique-counts", "", "")
+		r.Header.Set("Authorization", "Bearer ")
+		requireError(t, serve(h, r), http.StatusUnauthorized, "unauthorized", "")
+	})
+
+	t.Run("NeverLogsTokens", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		call(b.fake, http.MethodPost, "/v1/events", readToken, eventsBody(""))
+		call(b.fake, http.MethodGet, "/v1/unique-counts", "wrong-token", "")
+		require.NotEmpty(t, b.logs.String())
+		for _, tok := range []string{ingestToken, readToken, "wrong-token"} {
+			require.NotContains(t, b.logs.String(), tok)
+		}
+	})
+}
+
+func TestGetEventLogged(t *testing.T) {
+	t.Parallel()
+
+	type loggedBody struct {
+		UserID    string `json:"user_id"`
+		EventName string `json:"event_name"`
+		Logged    bool   `json:"logged"`
+	}
+
+	t.Run("Logged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.logged[uum.Pair{UserID: uum.MustParseUUID(userID), Name: "mhv_login"}] = true
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_login", readToken, "")
+		var body loggedBody
+		requireJSON(t, rec, http.StatusOK, &body)
+		require.Equal(t, loggedBody{UserID: userID, EventName: "mhv_login", Logged: true}, body)
+	})
+
+	t.Run("NotLogged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_rx_accessed", readToken, "")
+		require.JSONEq(t, `{"user_id":"`+userID+`","event_name":"mhv_rx_accessed","logged":false}`, rec.Body.String())
+		require.Equal(t, http.StatusOK, rec.Code)
+	})
+
+	t.Run("InvalidUserID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.real, http.MethodGet, "/v1/events/not-a-uuid/mhv_login", readToken, "")
+		requireError(t, rec, http.StatusBadRequest, "invalid_request", "user_id")
+	})
+
+	t.Run("InvalidEventName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/MHV%20Login", readToken, "")
+		requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+	})
+
+	t.Run("StoreUnavailable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.err = errors.New("postgres: connection reset")
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_login", readToken, "")
+		requireError(t, rec, http.StatusServiceUnavailable, "unavailable", "")
+		require.Contains(t, b.logs.String(), "connection reset")
+	})
+}
+
+func TestUniqueCounts(t *testing.T) {
+	t.Parallel()
+
+	rows := []uum.Count{{EventName: "mhv_login", UniqueUsers: 7}, {EventName: "mhv_rx_accessed", UniqueUsers: 123}}
+
+	t.Run("All", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.counts.rows = rows
+		rec := call(b.fake, http.MethodGet, "/v1/unique-counts", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"counts":[{"event_name":"mhv_login","unique_users":7},{"event_name":"mhv_rx_accessed","unique_users":123}]}`, rec.Body.String())
+	})
+
+	t.Run("EmptyIsArray", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.fake, http.MethodGet, "/v1/unique-counts", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"counts":[]}`, rec.Body.String())
+	})
+
+	t.Run("Filter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.counts.rows = rows
+		rec := call(b.fake, http.MethodGet, "/v1/unique-counts?event_name=mhv_rx_accessed", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"counts":[{"event_name":"mhv_rx_accessed","unique_users":123}]}`, rec.Body.String())
+	})
+
+	t.Run("FilterWithoutRowCountsZero", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.counts.rows = rows
+		rec := call(b.fake, http.MethodGet, "/v1/unique-counts?event_name=mhv_never", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"counts":[{"event_name":"mhv_never","unique_users":0}]}`, rec.Body.String())
+	})
+
+	t.Run("InvalidFilter", func(t *testing.T) {
+		t.Parallel()
+		for name, query := range map[string]string{
+			"BadSyntax": "event_name=MHV%20Login",
+			"Empty":     "event_name=",
+			"TooLong":   "event_name=" + strings.Repeat("a", uum.MaxNameLen+1),
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				rec := call(b.fake, http.MethodGet, "/v1/unique-counts?"+query, readToken, "")
+				requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+			})
+		}
+	})
+
+	t.Run("StoreUnavailable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.counts.err = errors.New("postgres: too many connections")
+		rec := call(b.fake, http.MethodGet, "/v1/unique-counts", readToken, "")
+		requireError(t, rec, http.StatusServiceUnavailable, "unavailable", "")
+		require.Contains(t, b.logs.String(), "too many connections")
+	})
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+
+	type readyBody struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}
+
+	t.Run("Healthz", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.redis.err = errors.New("down") // liveness ignores dependencies
+		rec := call(b.fake, http.MethodGet, "/healthz", "", "")
+		var body map[string]string
+		requireJSON(t, rec, http.StatusOK, &body)
+		require.Equal(t, map[string]string{"status": "ok"}, body)
+	})
+
+	t.Run("Ready", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var body readyBody
+		requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusOK, &body)
+		require.Equal(t, readyBody{Status: "ready", Checks: map[string]string{"redis": "ok", "postgres": "ok"}}, body)
+	})
+
+	t.Run("NotReady", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.postgres.err = errors.New("dial tcp 127.0.0.1:5432: connection refused")
+		var body readyBody
+		requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusServiceUnavailable, &body)
+		require.Equal(t, readyBody{Status: "unavailable", Checks: map[string]string{
+			"redis":    "ok",
+			"postgres": "dial tcp 127.0.0.1:5432: connection refused",
+		}}, body)
+		require.Contains(t, b.logs.String(), "readiness check failed")
+	})
+
+	t.Run("NotReadyWhenPingHangs", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t)
+			b.redis.release = make(chan struct{})
+			defer close(b.redis.release)
+			start := time.Now()
+			var body readyBody
+			requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusServiceUnavailable, &body)
+			require.Equal(t, 2*time.Second, time.Since(start))
+			require.Equal(t, "unavailable", body.Status)
+			require.Equal(t, "ok", body.Checks["postgres"])
+			require.Contains(t, body.Checks["redis"], "no answer")
+		})
+	})
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UnknownRouteIsJSON404", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, path := range []string{"/", "/v1/nope", "/v1/events/" + userID} {
+			requireError(t, call(b.fake, http.MethodGet, path, readToken, ""), http.StatusNotFound, "not_found", "")
+		}
+	})
+
+	t.Run("WrongMethodIsJSON405", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.fake, http.MethodDelete, "/v1/events", adminToken, "")
+		requireError(t, rec, http.StatusMethodNotAllowed, "method_not_allowed", "")
+		require.Equal(t, "POST", rec.Header().Get("Allow"))
+
+		rec = call(b.fake, http.MethodPost, "/v1/unique-counts", adminToken, "")
+		requireError(t, rec, http.StatusMethodNotAllowed, "method_not_allowed", "")
+		require.Equal(t, "GET, HEAD", rec.Header().Get("Allow"))
+	})
+
+	t.Run("LogsEachRequest", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		var line struct {
+			Msg        string   `json:"msg"`
+			Method     string   `json:"method"`
+			Path       string   `json:"path"`
+			Status     int      `json:"status"`
+			DurationMS *float64 `json:"duration_ms"`
+		}
+		require.NoError(t, json.Unmarshal(b.logs.Bytes(), &line))
+		require.Equal(t, "request", line.Msg)
+		require.Equal(t, http.MethodPost, line.Method)
+		require.Equal(t, "/v1/events", line.Path)
+		require.Equal(t, http.StatusAccepted, line.Status)
+		require.NotNil(t, line.DurationMS)
+	})
+}

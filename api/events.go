@@ -1,0 +1,72 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+)
+
+// postEvents buffers the events of one user: POST /v1/events.
+func (s *server) postEvents(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "", "Content-Type must be application/json")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		s.bodyUnreadable(w, r, err)
+		return
+	}
+	req, err := decodeIngest(body)
+	if err != nil {
+		writeInvalid(w, err) // decodeIngest returns only validation errors
+		return
+	}
+	buffered, err := s.events.LogEvents(r.Context(), req.user, req.names, req.options()...)
+	switch {
+	case writeInvalid(w, err):
+	case err != nil:
+		s.unavailable(w, r, "event buffer", err)
+	case len(buffered) == 0:
+		writeJSON(w, http.StatusOK, bufferedBody{BufferedEvents: []string{}}) // logging is disabled
+	default:
+		writeJSON(w, http.StatusAccepted, bufferedBody{BufferedEvents: buffered})
+	}
+}
+
+type bufferedBody struct {
+	BufferedEvents []string `json:"buffered_events"`
+}
+
+// bodyUnreadable answers a body that could not be read in full.
+func (s *server) bodyUnreadable(w http.ResponseWriter, r *http.Request, err error) {
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", "body", "body must be at most 64 KiB")
+		return
+	}
+	// The client went away or sent a broken chunked body; nobody is
+	// listening for a 5xx, and it is not our fault.
+	s.logger.InfoContext(r.Context(), "read request body", "error", err)
+	writeError(w, http.StatusBadRequest, "invalid_request", "body", "body could not be read")
+}
+
+// getEventLogged answers whether a user ever logged an event:
+// GET /v1/events/{user_id}/{event_name}.
+func (s *server) getEventLogged(w http.ResponseWriter, r *http.Request) {
+	userID, name := r.PathValue("user_id"), r.PathValue("event_name")
+	logged, err := s.events.EventLogged(r.Context(), userID, name)
+	switch {
+	case writeInvalid(w, err):
+	case err != nil:
+		s.unavailable(w, r, "event store", err)
+	default:
+		writeJSON(w, http.StatusOK, loggedBody{UserID: userID, EventName: name, Logged: logged})
+	}
+}
+
+type loggedBody struct {
+	UserID    string `json:"user_id"`
+	EventName string `json:"event_name"`
+	Logged    bool   `json:"logged"`
+}

@@ -1,0 +1,165 @@
+// Package buffer is the Redis list that decouples the request path from the
+// database: producers LPUSH encoded events, one drainer at a time peeks the
+// oldest entries and trims them only after they are committed. The drain
+// lease and the fenced trim make overlapping drainers safe.
+package buffer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum"
+)
+
+// List is the pending-events list of one buffer shard.
+type List struct {
+	rdb      redis.UniversalClient
+	key      string
+	leaseKey string
+}
+
+// New returns the list of shard under prefix.
+func New(rdb redis.UniversalClient, prefix string, shard int) *List {
+	return &List{rdb: rdb, key: uum.BufferKey(prefix, shard), leaseKey: uum.LeaseKey(prefix, shard)}
+}
+
+// Key returns the Redis key of the list, for logs and operators.
+func (l *List) Key() string { return l.key }
+
+// Push appends entries to the list in one LPUSH, so a call's events are
+// buffered all together or not at all.
+func (l *List) Push(ctx context.Context, entries [][]byte) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	args := make([]any, len(entries))
+	for i, e := range entries {
+		args[i] = e
+	}
+	if err := l.rdb.LPush(ctx, l.key, args...).Err(); err != nil {
+		return fmt.Errorf("push %d entries: %w", len(entries), err)
+	}
+	return nil
+}
+
+// Len returns the number of buffered entries.
+func (l *List) Len(ctx context.Context) (int64, error) {
+	n, err := l.rdb.LLen(ctx, l.key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("buffer length: %w", err)
+	}
+	return n, nil
+}
+
+// Peek returns up to n of the oldest entries, oldest first, after skipping
+// the skip oldest ones. It removes nothing; Lease.Trim does, once the
+// entries are committed. Skipping lets a drainer read the next batch while
+// the previous one is still being committed.
+func (l *List) Peek(ctx context.Context, skip, n int) ([]string, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	// LPUSH puts the newest entry at the head, so the oldest are at the
+	// tail and LRANGE returns them newest-first; reverse to FIFO order.
+	vals, err := l.rdb.LRange(ctx, l.key, int64(-(skip + n)), int64(-(skip + 1))).Result()
+	if err != nil {
+		return nil, fmt.Errorf("peek %d entries: %w", n, err)
+	}
+	for i, j := 0, len(vals)-1; i < j; i, j = i+1, j-1 {
+		vals[i], vals[j] = vals[j], vals[i]
+	}
+	return vals, nil
+}
+
+// Lease is the exclusive right to drain a list, held in Redis as
+// SET lease token NX PX ttl. The random token fences every trim: a drainer
+// whose lease expired and was taken over cannot remove entries.
+type Lease struct {
+	list  *List
+	token string
+	ttl   time.Duration
+}
+
+// Acquire takes the drain lease for ttl. It returns uum.ErrLeaseHeld if
+// another drainer holds it.
+func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("lease token: %w", err)
+	}
+	token := hex.EncodeToString(b[:])
+	ok, err := l.rdb.SetNX(ctx, l.leaseKey, token, ttl).Result()
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease: %w", err)
+	}
+	if !ok {
+		return nil, uum.ErrLeaseHeld
+	}
+	return &Lease{list: l, token: token, ttl: ttl}, nil
+}
+
+// Token returns the fencing token.
+func (le *Lease) Token() string { return le.token }
+
+// TTL returns the lease duration; renew well within it.
+func (le *Lease) TTL() time.Duration { return le.ttl }
+
+// renewScript extends the lease only if it still holds our token.
+// KEYS[1] lease key; ARGV[1] token, ARGV[2] ttl in ms. Returns 1 if
+// renewed, 0 if the lease is gone or someone else's.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`)
+
+// releaseScript deletes the lease only if it still holds our token.
+// KEYS[1] lease key; ARGV[1] token. Returns 1 if deleted, else 0.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`)
+
+// trimScript removes the n oldest entries only if the lease still holds
+// our token. KEYS[1] lease key, KEYS[2] list key; ARGV[1] token, ARGV[2] n.
+// Returns 1 if trimmed, 0 if the fence failed and nothing was removed.
+var trimScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('LTRIM', KEYS[2], 0, -(tonumber(ARGV[2]) + 1))
+return 1`)
+
+// Renew extends the lease by its TTL. It returns uum.ErrFenceLost if the
+// lease expired or another drainer took it.
+func (le *Lease) Renew(ctx context.Context) error {
+	return le.fenced(ctx, "renew lease", renewScript, []string{le.list.leaseKey}, le.token, le.ttl.Milliseconds())
+}
+
+// Release gives the lease up. Releasing a lost lease returns
+// uum.ErrFenceLost and changes nothing.
+func (le *Lease) Release(ctx context.Context) error {
+	return le.fenced(ctx, "release lease", releaseScript, []string{le.list.leaseKey}, le.token)
+}
+
+// Trim removes the n oldest entries under the fence. It returns
+// uum.ErrFenceLost, removing nothing, if the lease is no longer ours.
+func (le *Lease) Trim(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	return le.fenced(ctx, "trim buffer", trimScript, []string{le.list.leaseKey, le.list.key}, le.token, n)
+}
+
+func (le *Lease) fenced(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) error {
+	ok, err := s.Run(ctx, le.list.rdb, keys, args...).Int()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if ok != 1 {
+		return fmt.Errorf("%s: %w", op, uum.ErrFenceLost)
+	}
+	return nil
+}

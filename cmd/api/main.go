@@ -1,0 +1,100 @@
+// Command api serves the uum HTTP API: event ingestion into the Redis
+// buffer, "was this event logged" lookups and the unique-user counts.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.LookupEnv, os.Stderr, nil)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "api:", err)
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// shutdownTimeout bounds how long in-flight requests get to finish.
+const shutdownTimeout = 10 * time.Second
+
+// run serves until ctx is done. onListen, if set, gets the bound address
+// (tests listen on port 0).
+func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writer, onListen func(net.Addr)) error {
+	cfg, err := config.Load(lookup)
+	if err != nil {
+		return err
+	}
+	logger := app.Logger(stderr)
+	deps, err := app.Open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer deps.Close()
+
+	events, err := uniqueevents.New(cfg.Events, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger)
+	if err != nil {
+		return err
+	}
+	uniqueevents.SetDefault(events)
+	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
+		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
+		"postgres": deps.Store,
+	}, logger)
+
+	ln, err := net.Listen("tcp", cfg.API.Addr)
+	if err != nil {
+		return fmt.Errorf("UUM_API_ADDR: %w", err)
+	}
+	if onListen != nil {
+		onListen(ln.Addr())
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("api listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("api stopping")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+type pingFunc func(ctx context.Context) error
+
+func (f pingFunc) Ping(ctx context.Context) error { return f(ctx) }

@@ -1,0 +1,82 @@
+// Command processor drains the uum event buffer into Postgres: as a
+// service it runs the periodic asynq drain; with -once it drains now,
+// prints a JSON summary line and exits.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/processor"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// exitCode prints err and maps it to the exit status: 2 for usage and
+// configuration errors, 1 for everything else.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "processor:", err)
+	var cerr *config.Error
+	if errors.As(err, &cerr) || errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	cfg, err := config.Load(lookup)
+	if err != nil {
+		return err
+	}
+	logger := app.Logger(stderr)
+	deps, err := app.Open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer deps.Close()
+	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger)
+
+	if *once {
+		sum, err := drainer.Drain(ctx)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(stdout).Encode(sum)
+	}
+	svc := processor.NewService(deps.Redis, cfg.Processor, drainer, logger)
+	if err := svc.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	logger.Info("processor stopping")
+	svc.Stop()
+	return nil
+}

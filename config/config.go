@@ -1,0 +1,416 @@
+// Package config reads the service configuration from environment variables
+// once, at start, into one typed sub-struct per component. Load checks every
+// variable and reports all the bad ones together, each error naming the
+// variable and the value it rejected, so an operator fixes a deployment in
+// one round. Vars lists the variables for the README configuration table.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/uumhq/uum"
+)
+
+// Config is the whole service configuration. Each field is handed to the
+// constructor of the component it is named for.
+//
+// The fields of the components carry their variable in an env tag, its
+// default in envDefault and its description in desc; Vars reads them there.
+type Config struct {
+	Redis     Redis
+	Database  Database
+	Processor Processor
+	Cache     Cache
+	Events    Events
+	API       API
+	Statsd    Statsd
+}
+
+// Redis configures the Redis that holds the event buffer, the drain lease
+// and the seen-pairs cache.
+type Redis struct {
+	// URL is a redis:// or rediss:// URL with an optional database number.
+	URL string `env:"UUM_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0" desc:"Redis URL (redis:// or rediss://, optional database /0-/15)."`
+	// KeyPrefix starts every Redis key the service uses.
+	KeyPrefix string `env:"UUM_KEY_PREFIX" envDefault:"uum:" desc:"Prefix of every Redis key."`
+}
+
+// Database configures the Postgres that stores unique events.
+type Database struct {
+	// URL is a postgres:// or postgresql:// connection URL.
+	URL string `env:"UUM_DATABASE_URL" envDefault:"postgres://127.0.0.1:5432/uum?sslmode=disable" desc:"Postgres URL (postgres:// or postgresql://)."`
+}
+
+// Processor configures the drain that moves buffered events to Postgres.
+type Processor struct {
+	// BatchSize is the most events one drain iteration reads.
+	BatchSize int `env:"UUM_BATCH_SIZE" envDefault:"500" desc:"Events read from the buffer per drain iteration."`
+	// MaxIterations caps the iterations of one drain run.
+	MaxIterations int `env:"UUM_MAX_ITERATIONS" envDefault:"20" desc:"Most iterations per drain run."`
+	// MaxQueueDepth is the buffer length above which a drain reports an
+	// overflow.
+	MaxQueueDepth int `env:"UUM_MAX_QUEUE_DEPTH" envDefault:"10000" desc:"Buffer length above which a drain reports a queue overflow."`
+	// DrainInterval is the time between drain runs.
+	DrainInterval time.Duration `env:"UUM_DRAIN_INTERVAL" envDefault:"10m" desc:"Time between drain runs (at least 1s)."`
+	// MaxRetry is how often a failed drain run is retried; 0 never retries.
+	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" desc:"Retries of a failed drain run (0 for none)."`
+	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
+	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"30s" desc:"Lifetime of the drain lease (at least 1s)."`
+}
+
+// Cache configures the Redis cache of (user, event) pairs already counted.
+type Cache struct {
+	// TTL is how long a pair stays cached.
+	TTL time.Duration `env:"UUM_CACHE_TTL" envDefault:"168h" desc:"Lifetime of a cached seen pair (at least 1s)."`
+}
+
+// Events configures the logging of events on the request path.
+type Events struct {
+	// Enabled turns event logging on; when off, logging returns
+	// uum.ErrDisabled.
+	Enabled bool `env:"UUM_ENABLED" envDefault:"true" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
+	// Names is the allow-list of event names; empty allows any valid name.
+	Names []string `env:"UUM_EVENT_NAMES" desc:"Comma-separated allowed event names; empty allows any valid name."`
+	// TrackedFacilityIDs are the 3-digit Oracle Health facility ids that get
+	// facility variants of events, in the configured order.
+	TrackedFacilityIDs []string `env:"UUM_TRACKED_FACILITY_IDS" desc:"Comma-separated 3-digit Oracle Health facility ids that get facility variants."`
+	// FacilityTrackedEvents are the event names that get facility variants.
+	FacilityTrackedEvents []string `env:"UUM_FACILITY_TRACKED_EVENTS" desc:"Comma-separated event names that get facility variants."`
+	// PushTimeout bounds the Redis push of one logging call.
+	PushTimeout time.Duration `env:"UUM_PUSH_TIMEOUT" envDefault:"50ms" desc:"Time limit of the Redis push of one logging call."`
+}
+
+// API configures the HTTP API.
+type API struct {
+	// Addr is the host:port the API listens on.
+	Addr string `env:"UUM_API_ADDR" envDefault:"127.0.0.1:8080" desc:"Listen address of the HTTP API (host:port)."`
+	// Tokens are the bearer tokens the API accepts; with none, every
+	// authenticated request gets 401.
+	Tokens []Token `env:"UUM_API_TOKENS" desc:"Comma-separated scope:token pairs, scope ingest, read or admin, token at least 16 characters; empty rejects every request."`
+}
+
+// Token is a bearer token and the scope it grants: "ingest", "read" or
+// "admin".
+type Token struct {
+	Scope string
+	Value string
+}
+
+// MinTokenLen is the shortest API token accepted.
+const MinTokenLen = 16
+
+// Statsd configures the statsd client metrics are sent through.
+type Statsd struct {
+	// Addr is the host:port of the statsd agent; empty disables metrics.
+	Addr string `env:"UUM_STATSD_ADDR" envDefault:"127.0.0.1:8125" desc:"Address of the statsd agent (host:port); set it empty to disable metrics."`
+}
+
+// statsdAddr is the one variable whose empty value differs from unset.
+const statsdAddr = "UUM_STATSD_ADDR"
+
+// Var describes one configuration variable.
+type Var struct {
+	Name        string
+	Default     string
+	Description string
+}
+
+// Vars returns every variable Load reads, in Config field order.
+func Vars() []Var {
+	var vars []Var
+	for component := range reflect.TypeFor[Config]().Fields() {
+		for f := range component.Type.Fields() {
+			if name := varName(f); name != "" {
+				vars = append(vars, Var{Name: name, Default: f.Tag.Get("envDefault"), Description: f.Tag.Get("desc")})
+			}
+		}
+	}
+	return vars
+}
+
+// varName returns the variable of a component field, or "" if it has none.
+func varName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return name
+}
+
+// Error reports a variable with a bad value. Load returns one per problem,
+// joined with errors.Join.
+type Error struct {
+	// Var is the variable, e.g. "UUM_BATCH_SIZE".
+	Var string
+	// Value is the rejected value, trimmed and with any URL password hidden.
+	// It is empty when Reason itself quotes the bad item of a list, or when
+	// the value is secret.
+	Value string
+	// Reason says what a good value looks like.
+	Reason string
+}
+
+// Error returns `VAR: reason, got "value"`, or `VAR: reason` without a Value.
+func (e *Error) Error() string {
+	if e.Value == "" {
+		return e.Var + ": " + e.Reason
+	}
+	return fmt.Sprintf("%s: %s, got %q", e.Var, e.Reason, e.Value)
+}
+
+// Load reads and checks the configuration. lookup is os.LookupEnv in
+// production and a fake in tests; it must tell unset from empty because an
+// empty UUM_STATSD_ADDR disables metrics while an unset one means the
+// default. Every other variable set to blanks counts as unset, and values
+// are trimmed of surrounding blanks.
+//
+// If any variable is bad, Load returns the zero Config and every problem as
+// an *Error, sorted by variable name and joined with errors.Join, so the
+// error text has one line per problem.
+func Load(lookup func(string) (string, bool)) (Config, error) {
+	environ := make(map[string]string) // never nil: nil makes env read os.Environ
+	for _, v := range Vars() {
+		if s, ok := lookup(v.Name); ok && strings.TrimSpace(s) != "" {
+			environ[v.Name] = strings.TrimSpace(s)
+		}
+	}
+	var cfg Config
+	unparsed, err := parse(&cfg, environ)
+	if err != nil {
+		return Config{}, err
+	}
+	// env substitutes the default for an empty value; undo that here.
+	if s, ok := lookup(statsdAddr); ok && strings.TrimSpace(s) == "" {
+		cfg.Statsd.Addr = ""
+	}
+	r := &report{environ: environ, unparsed: unparsed}
+	cfg.validate(r)
+	if err := r.err(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parsers convert the values whose syntax env does not know.
+var parsers = map[reflect.Type]env.ParserFunc{
+	reflect.TypeFor[bool]():     parseBool,
+	reflect.TypeFor[[]string](): func(s string) (any, error) { return uum.SplitList(s), nil },
+	reflect.TypeFor[[]Token]():  parseTokens,
+}
+
+// parse fills cfg from environ and returns the variables whose values did
+// not convert to their field's type; validate reports them.
+func parse(cfg *Config, environ map[string]string) (map[string]bool, error) {
+	unparsed := make(map[string]bool)
+	opts := env.Options{Environment: environ, FuncMap: parsers}
+	// One component at a time: a ParseError names only the Go field, and
+	// field names repeat across components (Redis.URL, Database.URL).
+	for _, component := range reflect.ValueOf(cfg).Elem().Fields() {
+		err := env.ParseWithOptions(component.Addr().Interface(), opts)
+		var agg env.AggregateError
+		if !errors.As(err, &agg) {
+			if err != nil {
+				return nil, fmt.Errorf("parse environment: %w", err)
+			}
+			continue
+		}
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			if !errors.As(e, &pe) {
+				return nil, fmt.Errorf("parse environment: %w", e)
+			}
+			f, _ := component.Type().FieldByName(pe.Name)
+			unparsed[varName(f)] = true
+		}
+	}
+	return unparsed, nil
+}
+
+// parseBool accepts true/false, 1/0 and yes/no in any case.
+func parseBool(s string) (any, error) {
+	switch strings.ToLower(s) {
+	case "true", "1", "yes":
+		return true, nil
+	case "false", "0", "no":
+		return false, nil
+	}
+	return nil, fmt.Errorf("invalid boolean %q", s)
+}
+
+// parseTokens splits scope:token pairs; validate checks them, so that its
+// errors can say which entry is wrong without echoing the token. An entry
+// without a colon becomes a token without a scope.
+func parseTokens(s string) (any, error) {
+	var tokens []Token
+	for _, entry := range uum.SplitList(s) {
+		scope, value, found := strings.Cut(entry, ":")
+		if !found {
+			scope, value = "", entry
+		}
+		tokens = append(tokens, Token{Scope: strings.TrimSpace(scope), Value: strings.TrimSpace(value)})
+	}
+	return tokens, nil
+}
+
+// report collects the problems validate finds.
+type report struct {
+	environ  map[string]string
+	unparsed map[string]bool
+	errs     []*Error
+}
+
+// check reports name with reason unless ok holds and its value parsed; a
+// value that did not parse left its field zero, so ok says nothing then.
+func (r *report) check(name string, ok bool, reason string) {
+	if ok && !r.unparsed[name] {
+		return
+	}
+	r.errs = append(r.errs, &Error{Var: name, Value: redact(r.environ[name]), Reason: reason})
+}
+
+// fail reports a problem with one item of a list; reason quotes the item.
+func (r *report) fail(name, reason string) {
+	r.errs = append(r.errs, &Error{Var: name, Reason: reason})
+}
+
+// err joins the problems sorted by variable, keeping the order within one.
+func (r *report) err() error {
+	if len(r.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(r.errs, func(a, b *Error) int { return strings.Compare(a.Var, b.Var) })
+	errs := make([]error, len(r.errs))
+	for i, e := range r.errs {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// Reasons shared by several variables.
+const (
+	positiveInt   = "must be a positive integer"
+	atLeastSecond = "must be a duration of at least 1s"
+	hostPort      = "must be host:port"
+)
+
+func (c Config) validate(r *report) {
+	r.check("UUM_REDIS_URL", validRedisURL(c.Redis.URL), "must be a redis:// or rediss:// URL with an optional database number 0-15")
+	r.check("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
+	c.Processor.validate(r)
+	r.check("UUM_CACHE_TTL", c.Cache.TTL >= time.Second, atLeastSecond)
+	c.Events.validate(r)
+	r.check("UUM_API_ADDR", validHostPort(c.API.Addr), hostPort)
+	validateTokens(r, "UUM_API_TOKENS", c.API.Tokens)
+	r.check(statsdAddr, c.Statsd.Addr == "" || validHostPort(c.Statsd.Addr), hostPort)
+}
+
+func (p Processor) validate(r *report) {
+	r.check("UUM_BATCH_SIZE", p.BatchSize > 0, positiveInt)
+	r.check("UUM_MAX_ITERATIONS", p.MaxIterations > 0, positiveInt)
+	r.check("UUM_MAX_QUEUE_DEPTH", p.MaxQueueDepth > 0, positiveInt)
+	r.check("UUM_DRAIN_INTERVAL", p.DrainInterval >= time.Second, atLeastSecond)
+	r.check("UUM_DRAIN_MAX_RETRY", p.MaxRetry >= 0, "must be a non-negative integer")
+	r.check("UUM_DRAIN_LEASE_TTL", p.LeaseTTL >= time.Second, atLeastSecond)
+}
+
+var facilityID = regexp.MustCompile(`^[0-9]{3}$`)
+
+func (e Events) validate(r *report) {
+	// Only a value parseBool rejected fails this check.
+	r.check("UUM_ENABLED", true, "must be true, false, 1, 0, yes or no")
+	validateNames(r, "UUM_EVENT_NAMES", e.Names)
+	for _, id := range e.TrackedFacilityIDs {
+		if !facilityID.MatchString(id) {
+			r.fail("UUM_TRACKED_FACILITY_IDS", fmt.Sprintf("invalid facility id %q: must be 3 digits", id))
+		}
+	}
+	validateNames(r, "UUM_FACILITY_TRACKED_EVENTS", e.FacilityTrackedEvents)
+	r.check("UUM_PUSH_TIMEOUT", e.PushTimeout > 0, "must be a positive duration")
+}
+
+func validateNames(r *report, name string, names []string) {
+	for _, n := range names {
+		var ve *uum.ValidationError
+		if err := uum.ValidateName(name, n); errors.As(err, &ve) {
+			r.fail(name, fmt.Sprintf("invalid event name %q: %s", n, ve.Reason))
+		}
+	}
+}
+
+// validateTokens never quotes a token: errors end up in logs.
+func validateTokens(r *report, name string, tokens []Token) {
+	for i, t := range tokens {
+		entry := i + 1
+		switch {
+		case t.Scope == "":
+			r.fail(name, fmt.Sprintf("entry %d must be scope:token", entry))
+		case t.Scope != "ingest" && t.Scope != "read" && t.Scope != "admin":
+			r.fail(name, fmt.Sprintf("invalid scope %q in entry %d: must be ingest, read or admin", t.Scope, entry))
+		case len(t.Value) < MinTokenLen:
+			r.fail(name, fmt.Sprintf("token in entry %d must be at least %d characters", entry, MinTokenLen))
+		}
+	}
+}
+
+// validURL reports whether s is an absolute URL with one of schemes.
+func validURL(s string, schemes ...string) bool {
+	u, err := url.Parse(s)
+	return err == nil && slices.Contains(schemes, u.Scheme) && u.Opaque == ""
+}
+
+// validRedisURL reports whether s is a URL go-redis accepts: a host and at
+// most a database number 0-15 as its path.
+func validRedisURL(s string) bool {
+	if !validURL(s, "redis", "rediss") {
+		return false
+	}
+	u, _ := url.Parse(s)
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" {
+		return u.Host != ""
+	}
+	n, err := strconv.Atoi(db)
+	return u.Host != "" && err == nil && n >= 0 && n <= 15
+}
+
+// validHostPort reports whether s is host:port with a numeric port; the
+// host may be empty to listen on every interface.
+func validHostPort(s string) bool {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseUint(port, 10, 16)
+	return err == nil
+}
+
+// redact hides the credentials of a URL so errors can be logged: all of
+// the user info, since a password is sometimes given as the user name. An
+// unparsable value loses everything between "://" and its last "@".
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err == nil {
+		if u.User == nil {
+			return s
+		}
+		u.User = url.User("xxxxx")
+		return u.String()
+	}
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return s
+	}
+	scheme, _, _ := strings.Cut(s[:at], "://")
+	if len(scheme) == at {
+		return "xxxxx" + s[at:]
+	}
+	return scheme + "://xxxxx" + s[at:]
+}

@@ -1,0 +1,339 @@
+package config_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum/config"
+)
+
+// lookup fakes os.LookupEnv over environ.
+func lookup(environ map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := environ[name]
+		return v, ok
+	}
+}
+
+func load(t *testing.T, environ map[string]string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(lookup(environ))
+	require.NoError(t, err)
+	return cfg
+}
+
+var defaults = config.Config{
+	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
+	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable"},
+	Processor: config.Processor{
+		BatchSize:     500,
+		MaxIterations: 20,
+		MaxQueueDepth: 10000,
+		DrainInterval: 10 * time.Minute,
+		MaxRetry:      3,
+		LeaseTTL:      30 * time.Second,
+	},
+	Cache:  config.Cache{TTL: 168 * time.Hour},
+	Events: config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
+	API:    config.API{Addr: "127.0.0.1:8080"},
+	Statsd: config.Statsd{Addr: "127.0.0.1:8125"},
+}
+
+const (
+	ingestToken = "ingest-0123456789abcdef"
+	adminToken  = "admin:with:colons-0123"
+)
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DefaultsWhenNothingSet", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, defaults, load(t, nil))
+	})
+
+	t.Run("BlankMeansUnset", func(t *testing.T) {
+		t.Parallel()
+		environ := map[string]string{}
+		for _, v := range config.Vars() {
+			if v.Name != "UUM_STATSD_ADDR" {
+				environ[v.Name] = " "
+			}
+		}
+		require.Equal(t, defaults, load(t, environ))
+	})
+
+	t.Run("EveryVariableSet", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{
+			"UUM_REDIS_URL":               "rediss://:secret@redis.internal:6380/15",
+			"UUM_KEY_PREFIX":              "test:",
+			"UUM_DATABASE_URL":            "postgresql://uum:pw@db.internal/uum",
+			"UUM_BATCH_SIZE":              " 1000 ",
+			"UUM_MAX_ITERATIONS":          "150",
+			"UUM_MAX_QUEUE_DEPTH":         "1",
+			"UUM_DRAIN_INTERVAL":          "1s",
+			"UUM_DRAIN_MAX_RETRY":         "0",
+			"UUM_DRAIN_LEASE_TTL":         "1m30s",
+			"UUM_CACHE_TTL":               "24h",
+			"UUM_ENABLED":                 "no",
+			"UUM_EVENT_NAMES":             "login, mhv_sm_message_sent,,",
+			"UUM_TRACKED_FACILITY_IDS":    "757",
+			"UUM_FACILITY_TRACKED_EVENTS": "appointments_accessed",
+			"UUM_PUSH_TIMEOUT":            "1ms",
+			"UUM_API_ADDR":                ":0",
+			"UUM_API_TOKENS":              "ingest:" + ingestToken + ", admin:" + adminToken,
+			"UUM_STATSD_ADDR":             "[::1]:9125",
+		})
+		require.Equal(t, config.Config{
+			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
+			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum"},
+			Processor: config.Processor{
+				BatchSize:     1000,
+				MaxIterations: 150,
+				MaxQueueDepth: 1,
+				DrainInterval: time.Second,
+				MaxRetry:      0,
+				LeaseTTL:      90 * time.Second,
+			},
+			Cache: config.Cache{TTL: 24 * time.Hour},
+			Events: config.Events{
+				Enabled:               false,
+				Names:                 []string{"login", "mhv_sm_message_sent"},
+				TrackedFacilityIDs:    []string{"757"},
+				FacilityTrackedEvents: []string{"appointments_accessed"},
+				PushTimeout:           time.Millisecond,
+			},
+			API: config.API{Addr: ":0", Tokens: []config.Token{
+				{Scope: "ingest", Value: ingestToken},
+				{Scope: "admin", Value: adminToken},
+			}},
+			Statsd: config.Statsd{Addr: "[::1]:9125"},
+		}, cfg)
+	})
+
+	t.Run("AcceptsBooleanSpellings", func(t *testing.T) {
+		t.Parallel()
+		for value, want := range map[string]bool{
+			"true": true, "TRUE": true, "1": true, "yes": true, "Yes": true,
+			"false": false, "False": false, "0": false, "no": false, "NO": false,
+		} {
+			cfg := load(t, map[string]string{"UUM_ENABLED": value})
+			require.Equal(t, want, cfg.Events.Enabled, "UUM_ENABLED=%q", value)
+		}
+	})
+
+	t.Run("AcceptsURLForms", func(t *testing.T) {
+		t.Parallel()
+		for name, values := range map[string][]string{
+			"UUM_REDIS_URL":    {"redis://localhost", "redis://localhost:6379/", "redis://u:p@localhost/0", "rediss://h:1/7?dial_timeout=1s"},
+			"UUM_DATABASE_URL": {"postgres://h/db", "postgres:///uum?host=/var/run/postgresql", "postgresql://u:p@h:5433/db?sslmode=require"},
+		} {
+			for _, value := range values {
+				_, err := config.Load(lookup(map[string]string{name: value}))
+				require.NoError(t, err, "%s=%q", name, value)
+			}
+		}
+	})
+
+	t.Run("StatsdSetEmptyDisables", func(t *testing.T) {
+		t.Parallel()
+		require.Empty(t, load(t, map[string]string{"UUM_STATSD_ADDR": ""}).Statsd.Addr)
+		require.Empty(t, load(t, map[string]string{"UUM_STATSD_ADDR": "  "}).Statsd.Addr)
+	})
+
+	t.Run("TrackedFacilityIDsKeepOrder", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{"UUM_TRACKED_FACILITY_IDS": "757, 668,,531 "})
+		require.Equal(t, []string{"757", "668", "531"}, cfg.Events.TrackedFacilityIDs)
+	})
+
+	t.Run("IgnoresUnknownVariables", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, defaults, load(t, map[string]string{"UUM_BATCH": "0", "BATCH_SIZE": "0"}))
+	})
+}
+
+func TestLoadRejects(t *testing.T) {
+	t.Parallel()
+
+	type testCase struct {
+		name  string
+		value string
+		want  string
+	}
+	var cases []testCase
+	for _, name := range []string{"UUM_BATCH_SIZE", "UUM_MAX_ITERATIONS", "UUM_MAX_QUEUE_DEPTH"} {
+		for _, value := range []string{"abc", "0", "-1", "1.5", "99999999999"} {
+			cases = append(cases, testCase{name, value, name + `: must be a positive integer, got "` + value + `"`})
+		}
+	}
+	for _, value := range []string{"abc", "-1", "1.5"} {
+		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})
+	}
+	for _, name := range []string{"UUM_DRAIN_INTERVAL", "UUM_DRAIN_LEASE_TTL", "UUM_CACHE_TTL"} {
+		for _, value := range []string{"abc", "10", "500ms", "0", "-1m"} {
+			cases = append(cases, testCase{name, value, name + `: must be a duration of at least 1s, got "` + value + `"`})
+		}
+	}
+	for _, value := range []string{"abc", "50", "0s", "-1ms"} {
+		cases = append(cases, testCase{"UUM_PUSH_TIMEOUT", value, `UUM_PUSH_TIMEOUT: must be a positive duration, got "` + value + `"`})
+	}
+	for _, value := range []string{"maybe", "on", "t", "2"} {
+		cases = append(cases, testCase{"UUM_ENABLED", value, `UUM_ENABLED: must be true, false, 1, 0, yes or no, got "` + value + `"`})
+	}
+	for _, value := range []string{"75a", "7575", "75", "７５７"} {
+		cases = append(cases, testCase{"UUM_TRACKED_FACILITY_IDS", "757," + value, `UUM_TRACKED_FACILITY_IDS: invalid facility id "` + value + `": must be 3 digits`})
+	}
+	long := strings.Repeat("a", 51)
+	for _, name := range []string{"UUM_EVENT_NAMES", "UUM_FACILITY_TRACKED_EVENTS"} {
+		cases = append(cases,
+			testCase{name, "login," + long, name + `: invalid event name "` + long + `": must be at most 50 characters, got 51`},
+			testCase{name, "Login", name + `: invalid event name "Login": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$`},
+			testCase{name, "_login", name + `: invalid event name "_login": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$`},
+		)
+	}
+	for _, value := range []string{"localhost", "localhost:", "localhost:http", "localhost:65536", "a:b:c", "http://localhost:80"} {
+		for _, name := range []string{"UUM_API_ADDR", "UUM_STATSD_ADDR"} {
+			cases = append(cases, testCase{name, value, name + `: must be host:port, got "` + value + `"`})
+		}
+	}
+	const redisReason = `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "`
+	for _, value := range []string{"localhost:6379", "http://localhost", "redis://", "redis:///0", "redis://h/16", "redis://h/-1", "redis://h/x", "redis://h/0/1", "redis://h:port"} {
+		cases = append(cases, testCase{"UUM_REDIS_URL", value, redisReason + value + `"`})
+	}
+	const databaseReason = `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "`
+	for _, value := range []string{"mysql://h/db", "127.0.0.1:5432", "postgres:db", "postgres://h:port/db"} {
+		cases = append(cases, testCase{"UUM_DATABASE_URL", value, databaseReason + value + `"`})
+	}
+	cases = append(cases,
+		testCase{"UUM_API_TOKENS", "read:" + ingestToken + ",write:" + ingestToken, `UUM_API_TOKENS: invalid scope "write" in entry 2: must be ingest, read or admin`},
+		testCase{"UUM_API_TOKENS", "Read:" + ingestToken, `UUM_API_TOKENS: invalid scope "Read" in entry 1: must be ingest, read or admin`},
+		testCase{"UUM_API_TOKENS", ingestToken, `UUM_API_TOKENS: entry 1 must be scope:token`},
+		testCase{"UUM_API_TOKENS", ":" + ingestToken, `UUM_API_TOKENS: entry 1 must be scope:token`},
+		testCase{"UUM_API_TOKENS", "read:0123456789abcde", `UUM_API_TOKENS: token in entry 1 must be at least 16 characters`},
+		testCase{"UUM_API_TOKENS", "read:", `UUM_API_TOKENS: token in entry 1 must be at least 16 characters`},
+	)
+
+	for _, tt := range cases {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := config.Load(lookup(map[string]string{tt.name: tt.value}))
+			require.EqualError(t, err, tt.want)
+			require.Equal(t, config.Config{}, cfg)
+
+			var cerr *config.Error
+			require.ErrorAs(t, err, &cerr)
+			require.Equal(t, tt.name, cerr.Var)
+		})
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+
+	_, err := config.Load(lookup(map[string]string{
+		"UUM_STATSD_ADDR":          "nope",
+		"UUM_TRACKED_FACILITY_IDS": "75a,757,7575",
+		"UUM_BATCH_SIZE":           "0",
+		"UUM_DRAIN_INTERVAL":       "500ms",
+		"UUM_API_TOKENS":           "write:" + ingestToken,
+		"UUM_ENABLED":              "maybe",
+	}))
+	require.EqualError(t, err, strings.Join([]string{
+		`UUM_API_TOKENS: invalid scope "write" in entry 1: must be ingest, read or admin`,
+		`UUM_BATCH_SIZE: must be a positive integer, got "0"`,
+		`UUM_DRAIN_INTERVAL: must be a duration of at least 1s, got "500ms"`,
+		`UUM_ENABLED: must be true, false, 1, 0, yes or no, got "maybe"`,
+		`UUM_STATSD_ADDR: must be host:port, got "nope"`,
+		`UUM_TRACKED_FACILITY_IDS: invalid facility id "75a": must be 3 digits`,
+		`UUM_TRACKED_FACILITY_IDS: invalid facility id "7575": must be 3 digits`,
+	}, "\n"))
+
+	var cerr *config.Error
+	require.ErrorAs(t, err, &cerr)
+	require.Equal(t, &config.Error{Var: "UUM_API_TOKENS", Reason: `invalid scope "write" in entry 1: must be ingest, read or admin`}, cerr)
+}
+
+func TestLoadHidesSecrets(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name  string
+		value string
+		want  string
+	}{
+		{"UUM_REDIS_URL", "redis://:hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "redis://xxxxx@h/99"`},
+		{"UUM_REDIS_URL", "redis://hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "redis://xxxxx@h/99"`},
+		{"UUM_DATABASE_URL", "mysql://u:hunter2@h/db", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "mysql://xxxxx@h/db"`},
+		{"UUM_DATABASE_URL", "postgres://u:hunter2%zz@h/db", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "postgres://xxxxx@h/db"`},
+		{"UUM_DATABASE_URL", "u:hunter2@h", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "xxxxx@h"`},
+		{"UUM_API_TOKENS", "read:hunter2", `UUM_API_TOKENS: token in entry 1 must be at least 16 characters`},
+		{"UUM_API_TOKENS", "hunter2hunter2hunter2", `UUM_API_TOKENS: entry 1 must be scope:token`},
+	}
+	for _, tt := range tests {
+		_, err := config.Load(lookup(map[string]string{tt.name: tt.value}))
+		require.EqualError(t, err, tt.want)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+}
+
+func TestErrorWithoutValue(t *testing.T) {
+	t.Parallel()
+
+	err := &config.Error{Var: "UUM_X", Reason: `invalid item "y"`}
+	require.EqualError(t, err, `UUM_X: invalid item "y"`)
+}
+
+func TestVars(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ListsEveryTaggedField", func(t *testing.T) {
+		t.Parallel()
+		vars := make(map[string]config.Var)
+		for _, v := range config.Vars() {
+			require.NotContains(t, vars, v.Name, "duplicate variable")
+			require.NotEmpty(t, v.Description, v.Name)
+			vars[v.Name] = v
+		}
+		var tagged int
+		for component := range reflect.TypeFor[config.Config]().Fields() {
+			require.Empty(t, component.Tag, "component %s", component.Name)
+			for f := range component.Type.Fields() {
+				name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+				if f.Type == reflect.TypeFor[[]config.Token]() || name != "" {
+					require.Contains(t, vars, name, "%s.%s", component.Name, f.Name)
+					require.Equal(t, f.Tag.Get("envDefault"), vars[name].Default, name)
+					tagged++
+				}
+			}
+		}
+		require.Len(t, vars, tagged)
+	})
+
+	t.Run("DefaultsLoadAsDefaults", func(t *testing.T) {
+		t.Parallel()
+		environ := make(map[string]string)
+		for _, v := range config.Vars() {
+			if v.Default != "" {
+				environ[v.Name] = v.Default
+			}
+		}
+		require.Equal(t, defaults, load(t, environ))
+	})
+
+	t.Run("EveryVariableIsChecked", func(t *testing.T) {
+		t.Parallel()
+		for _, v := range config.Vars() {
+			_, err := config.Load(lookup(map[string]string{v.Name: "?"}))
+			var cerr *config.Error
+			require.True(t, errors.As(err, &cerr), "%s=? accepted", v.Name)
+			require.Equal(t, v.Name, cerr.Var)
+		}
+	})
+}

@@ -1,0 +1,132 @@
+package uum
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// WireVersion is the buffer wire-format version this build writes. Entries
+// without a "v" field are version 1 (the original Ruby producer's format).
+// Version 2 will add id, type, organisation, dimensions and timestamp;
+// decoders must dead-letter versions they do not know rather than guess.
+const WireVersion = 1
+
+// Event is one buffered "user did X". It is what LogEvents pushes and what
+// the drain decodes.
+type Event struct {
+	UserID UUID
+	Name   string
+}
+
+// Pair returns the uniqueness key of the event.
+func (e Event) Pair() Pair { return Pair{UserID: e.UserID, Name: e.Name} }
+
+// AppendWire appends the wire encoding of e to b:
+// {"v":1,"user_id":"<uuid>","event_name":"<name>"}.
+func (e Event) AppendWire(b []byte) []byte {
+	b = append(b, `{"v":1,"user_id":"`...)
+	b = append(b, e.UserID.String()...)
+	b = append(b, `","event_name":`...)
+	b = strconv.AppendQuote(b, e.Name) // names are validated ASCII, so Go and JSON quoting agree
+	return append(b, '}')
+}
+
+// MarshalWire returns the wire encoding of e.
+func (e Event) MarshalWire() []byte {
+	return e.AppendWire(make([]byte, 0, 96))
+}
+
+// DecodeError reports a buffered entry that can never be processed: a
+// poison entry that belongs in the dead-letter store, with Reason.
+type DecodeError struct {
+	Reason string
+}
+
+func (e *DecodeError) Error() string { return "uum: undecodable entry: " + e.Reason }
+
+type wireEvent struct {
+	V         json.RawMessage `json:"v"`
+	UserID    json.RawMessage `json:"user_id"`
+	EventName json.RawMessage `json:"event_name"`
+}
+
+// DecodeWire parses one buffered entry. It returns a *DecodeError naming the
+// reason for anything that is not a valid event, so the drain can
+// dead-letter it.
+func DecodeWire(raw []byte) (Event, error) {
+	var w wireEvent
+	if err := json.Unmarshal(raw, &w); err != nil {
+		if _, ok := err.(*json.UnmarshalTypeError); ok {
+			return Event{}, &DecodeError{Reason: "not a JSON object"}
+		}
+		return Event{}, &DecodeError{Reason: "invalid JSON: " + err.Error()}
+	}
+	if w.V != nil {
+		var v int
+		if err := json.Unmarshal(w.V, &v); err != nil || v != WireVersion {
+			return Event{}, &DecodeError{Reason: fmt.Sprintf("unsupported wire version %s", w.V)}
+		}
+	}
+	user, err := decodeString("user_id", w.UserID)
+	if err != nil {
+		return Event{}, err
+	}
+	name, err := decodeString("event_name", w.EventName)
+	if err != nil {
+		return Event{}, err
+	}
+	id, err := ParseUUID("user_id", user)
+	if err != nil {
+		return Event{}, &DecodeError{Reason: err.Error()}
+	}
+	if err := ValidateName("event_name", name); err != nil {
+		return Event{}, &DecodeError{Reason: err.Error()}
+	}
+	return Event{UserID: id, Name: name}, nil
+}
+
+func decodeString(field string, raw json.RawMessage) (string, error) {
+	if raw == nil || string(raw) == "null" {
+		return "", &DecodeError{Reason: "missing " + field}
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", &DecodeError{Reason: field + " is not a string"}
+	}
+	return s, nil
+}
+
+// DeadLetter is a buffered entry the drain could not process, kept with
+// its raw bytes so an operator can inspect and replay it.
+type DeadLetter struct {
+	CorrelationID string
+	Raw           []byte
+	Reason        string
+}
+
+// BatchWrite is everything one drain iteration commits in one transaction.
+// Later stages (counter rules, event-id registry, minute buckets) add
+// fields here so they commit atomically with the pairs.
+type BatchWrite struct {
+	// Pairs are deduplicated pairs the seen-cache did not know.
+	Pairs []Pair
+	// DeadLetters are the poison entries of the batch.
+	DeadLetters []DeadLetter
+}
+
+// BatchResult is what a committed BatchWrite changed.
+type BatchResult struct {
+	// Inserted are the pairs that did not exist before this commit.
+	Inserted []Pair
+}
+
+// NewDeadLetter returns the dead letter of raw. Its correlation id is a
+// digest of the bytes, so the same entry dead-lettered twice (a batch
+// re-run after a crash) is stored once and can be found from a log line.
+func NewDeadLetter(raw []byte, reason string) DeadLetter {
+	sum := sha256.Sum256(raw)
+	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: reason}
+}

@@ -1,0 +1,105 @@
+// Package app opens the dependencies both binaries share (Postgres with
+// migrations, Redis, statsd) from the configuration, and closes them in
+// order. It is wiring for cmd/, kept in one place so the two binaries
+// cannot drift apart.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/store"
+)
+
+// App holds the opened dependencies.
+type App struct {
+	Config config.Config
+	Redis  redis.UniversalClient
+	Pool   *pgxpool.Pool
+	Store  *store.Store
+	Buffer *buffer.List
+	Seen   *seencache.Cache
+	Stats  statsd.ClientInterface
+	logger *slog.Logger
+}
+
+// Open connects to Postgres (and migrates it), Redis and statsd. On error
+// it closes whatever it opened.
+func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, err error) {
+	a := &App{Config: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	pcfg, err := pgxpool.ParseConfig(cfg.Database.URL)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
+	}
+	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if err := store.Migrate(ctx, a.Pool, logger); err != nil {
+		return nil, err
+	}
+	a.Store = store.New(a.Pool)
+
+	ropt, err := redis.ParseURL(cfg.Redis.URL)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
+	}
+	ropt.ContextTimeoutEnabled = true
+	a.Redis = redis.NewClient(ropt)
+	if err := a.Redis.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("ping redis: %w", err)
+	}
+	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
+	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store)
+
+	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func openStatsd(cfg config.Statsd) (statsd.ClientInterface, error) {
+	if cfg.Addr == "" {
+		return &statsd.NoOpClient{}, nil
+	}
+	c, err := statsd.New(cfg.Addr, statsd.WithoutTelemetry())
+	if err != nil {
+		return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
+	}
+	return c, nil
+}
+
+// Close flushes statsd, then closes Redis and Postgres.
+func (a *App) Close() {
+	var errs []error
+	if a.Stats != nil {
+		errs = append(errs, a.Stats.Flush(), a.Stats.Close())
+	}
+	if a.Redis != nil {
+		errs = append(errs, a.Redis.Close())
+	}
+	if a.Pool != nil {
+		a.Pool.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		a.logger.Warn("close dependencies", "error", err)
+	}
+}
+
+// Logger returns the process logger: JSON lines on w.
+func Logger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, nil))
+}

@@ -1,0 +1,134 @@
+// Package dbtest gives each test its own migrated Postgres schema on the
+// shared test database (TEST_DATABASE_URL), dropped when the test ends.
+// Import it only from _test.go files.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/uumhq/uum/store"
+)
+
+// URL returns TEST_DATABASE_URL or the local default.
+func URL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://127.0.0.1:5432/uum_test?sslmode=disable"
+}
+
+var (
+	adminOnce sync.Once
+	adminPool *pgxpool.Pool
+	adminErr  error
+)
+
+// admin returns the pool shared by the tests of one binary, creating the
+// test database on first use.
+func admin(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	adminOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if adminErr = ensureDatabase(ctx, URL()); adminErr != nil {
+			return
+		}
+		cfg, err := pgxpool.ParseConfig(URL())
+		if err != nil {
+			adminErr = err
+			return
+		}
+		cfg.MaxConns = 4
+		adminPool, adminErr = pgxpool.NewWithConfig(ctx, cfg)
+	})
+	if adminErr != nil {
+		t.Fatalf("test database %s: %v (run scripts/services.sh)", URL(), adminErr)
+	}
+	return adminPool
+}
+
+// Schema creates a fresh schema, migrates it and returns a pool whose
+// connections use it as search_path, and the schema's URL for code that
+// opens its own pool. Both are cleaned up when the test ends.
+func Schema(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "test_" + hex.EncodeToString(b[:])
+	if _, err := admin(t).Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatalf("parse TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatalf("pool config: %v", err)
+	}
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := admin(t).Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	if err := store.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool, u.String()
+}
+
+// ensureDatabase creates the database named in dbURL if it is missing.
+// Concurrent test binaries may race to create it; losing is fine.
+func ensureDatabase(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return err
+	}
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	conn, err = pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to create %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") { // duplicate_database
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,153 @@
+// Package redistest gives tests isolated Redis: a unique key prefix on the
+// shared real server (TEST_REDIS_URL), a miniredis instance, or an
+// exclusive database number for code such as asynq whose keys cannot be
+// prefixed. Import it only from _test.go files.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// URL returns TEST_REDIS_URL or the local default.
+func URL() string {
+	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// Options returns client options for the test server.
+func Options(t testing.TB) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(URL())
+	if err != nil {
+		t.Fatalf("parse TEST_REDIS_URL: %v", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt
+}
+
+// Prefix returns a key prefix unique to this test.
+func Prefix(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "test:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// Real returns a client to the shared real Redis and a unique key prefix.
+// Keys under the prefix are deleted when the test ends.
+func Real(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	rdb := redis.NewClient(Options(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redis at %s: %v (run scripts/services.sh)", URL(), err)
+	}
+	prefix := Prefix(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		deleteMatching(ctx, t, rdb, prefix+"*")
+		_ = rdb.Close()
+	})
+	return rdb, prefix
+}
+
+// Mini returns a client to a fresh miniredis and a key prefix.
+func Mini(t testing.TB) (*redis.Client, *miniredis.Miniredis, string) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb, mr, Prefix(t)
+}
+
+// Backend is one Redis implementation a behaviour suite runs against.
+type Backend struct {
+	Name string
+	// New returns a client and a fresh key prefix.
+	New func(t testing.TB) (*redis.Client, string)
+}
+
+// Backends returns miniredis and the real server, so Redis behaviour suites
+// run against both.
+func Backends() []Backend {
+	return []Backend{
+		{Name: "Miniredis", New: func(t testing.TB) (*redis.Client, string) {
+			rdb, _, p := Mini(t)
+			return rdb, p
+		}},
+		{Name: "Redis", New: Real},
+	}
+}
+
+const lockKey = "uum-test:dblock:"
+
+// ExclusiveDB reserves a database number (1-15) on the real server for the
+// test, flushes it, and releases it at cleanup. Test binaries run in
+// parallel processes, so the reservation is a key with a TTL in DB 0.
+func ExclusiveDB(t testing.TB) *redis.Options {
+	t.Helper()
+	base := Options(t)
+	ctl := redis.NewClient(base)
+	t.Cleanup(func() { _ = ctl.Close() })
+	ctx := context.Background()
+	token := Prefix(t)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for db := 1; db <= 15; db++ {
+			key := fmt.Sprintf("%s%d", lockKey, db)
+			ok, err := ctl.SetNX(ctx, key, token, 10*time.Minute).Result()
+			if err != nil {
+				t.Fatalf("reserve redis db: %v", err)
+			}
+			if !ok {
+				continue
+			}
+			opt := *base
+			opt.DB = db
+			c := redis.NewClient(&opt)
+			if err := c.FlushDB(ctx).Err(); err != nil {
+				t.Fatalf("flush redis db %d: %v", db, err)
+			}
+			t.Cleanup(func() {
+				_ = c.FlushDB(context.Background()).Err()
+				_ = c.Close()
+				ctl.Del(context.Background(), key)
+			})
+			return &opt
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no free redis test database")
+		}
+		time.Sleep(50 * time.Millisecond) // waiting on other test processes, not on our own code
+	}
+}
+
+func deleteMatching(ctx context.Context, t testing.TB, rdb *redis.Client, pattern string) {
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	var keys []string
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			rdb.Unlink(ctx, keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		rdb.Unlink(ctx, keys...)
+	}
+	if err := iter.Err(); err != nil {
+		t.Logf("clean redis keys %s: %v", pattern, err)
+	}
+}

@@ -1,0 +1,72 @@
+package processor
+
+import (
+	"errors"
+
+	"github.com/uumhq/uum"
+)
+
+// batch is one iteration's worth of buffered entries as it moves through
+// the drain steps. Each step fills the next field; later stages (counter
+// rules, event-id registry, minute buckets) add fields and steps here.
+type batch struct {
+	raw    []string         // entries as peeked, oldest first; trimmed by count
+	events []uum.Event      // decoded valid entries
+	dead   []uum.DeadLetter // poison entries
+	pairs  []uum.Pair       // distinct pairs, first occurrence first
+	unseen []uum.Pair       // pairs the seen-cache did not know
+	result uum.BatchResult  // what the commit changed
+}
+
+// decode splits the raw entries into events and dead letters. A poison
+// entry never stops the batch.
+func (b *batch) decode() {
+	b.events = make([]uum.Event, 0, len(b.raw))
+	for _, r := range b.raw {
+		ev, err := uum.DecodeWire([]byte(r))
+		var de *uum.DecodeError
+		if errors.As(err, &de) {
+			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason))
+			continue
+		}
+		b.events = append(b.events, ev)
+	}
+}
+
+// dedupe keeps the first occurrence of each pair.
+func (b *batch) dedupe() {
+	seen := make(map[uum.Pair]struct{}, len(b.events))
+	b.pairs = make([]uum.Pair, 0, len(b.events))
+	for _, ev := range b.events {
+		p := ev.Pair()
+		if _, dup := seen[p]; dup {
+			continue
+		}
+		seen[p] = struct{}{}
+		b.pairs = append(b.pairs, p)
+	}
+}
+
+// filterSeen keeps the pairs whose hit flag is false.
+func (b *batch) filterSeen(hits []bool) {
+	b.unseen = make([]uum.Pair, 0, len(b.pairs))
+	for i, p := range b.pairs {
+		if !hits[i] {
+			b.unseen = append(b.unseen, p)
+		}
+	}
+}
+
+// write is what the batch commits in one transaction.
+func (b *batch) write() uum.BatchWrite {
+	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead}
+}
+
+// insertedByName counts the newly inserted pairs per event name.
+func (b *batch) insertedByName() map[string]int64 {
+	out := make(map[string]int64)
+	for _, p := range b.result.Inserted {
+		out[p.Name]++
+	}
+	return out
+}

@@ -1,0 +1,343 @@
+// Package processor drains the event buffer into Postgres: it takes the
+// drain lease, then loops over batches of the oldest entries (peek, decode,
+// dedupe, seen-cache filter, one transaction, mark cache, statsd, fenced
+// trim) until the buffer is empty or the iteration cap is reached. It runs
+// as a periodic asynq task or once from the command line.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+)
+
+// Statsd metric names, as the dashboards and alerts know them.
+const (
+	MetricEvent           = "uum.unique_user_metrics.event"
+	MetricIterations      = "uum.processor_job.iterations"
+	MetricEventsProcessed = "uum.processor_job.total_events_processed"
+	MetricDBQueries       = "uum.processor_job.total_db_queries"
+	MetricDBInserts       = "uum.processor_job.total_db_inserts"
+	MetricQueueDepth      = "uum.processor_job.queue_depth"
+	MetricJobDuration     = "uum.processor_job.job_duration_ms"
+	MetricQueueOverflow   = "uum.processor_job.queue_overflow"
+	MetricFailure         = "uum.processor_job.failure"
+	MetricEventsAtRisk    = "uum.processor_job.events_at_risk"
+	MetricDeadLettered    = "uum.processor_job.dead_lettered"
+)
+
+// finishTimeout bounds the steps after a commit (mark, statsd, trim),
+// which run even when the drain is being cancelled.
+const finishTimeout = 10 * time.Second
+
+// source is the buffer being drained.
+type source interface {
+	Len(ctx context.Context) (int64, error)
+	Peek(ctx context.Context, skip, n int) ([]string, error)
+	Acquire(ctx context.Context, ttl time.Duration) (*buffer.Lease, error)
+}
+
+// seenCache knows pairs already committed.
+type seenCache interface {
+	Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error)
+	Mark(ctx context.Context, pairs []uum.Pair) error
+}
+
+// batchStore commits a batch in one transaction.
+type batchStore interface {
+	CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error)
+}
+
+var _ source = (*buffer.List)(nil)
+
+// Summary is the outcome of one drain run; `processor -once` prints it.
+type Summary struct {
+	Iterations      int   `json:"iterations"`
+	EventsProcessed int   `json:"events_processed"`
+	DBQueries       int   `json:"db_queries"`
+	DBInserts       int   `json:"db_inserts"`
+	DeadLettered    int   `json:"dead_lettered"`
+	QueueDepth      int64 `json:"queue_depth"`
+	DurationMS      int64 `json:"duration_ms"`
+	Skipped         bool  `json:"skipped"`
+}
+
+// Drainer drains one buffer. Runs of one Drainer, or of drainers in other
+// processes, exclude each other through the buffer lease.
+type Drainer struct {
+	cfg    config.Processor
+	buf    source
+	seen   seenCache
+	db     batchStore
+	stats  statsd.ClientInterface
+	logger *slog.Logger
+}
+
+// NewDrainer returns a drainer. stats may be nil.
+func NewDrainer(cfg config.Processor, buf source, seen seenCache, db batchStore, stats statsd.ClientInterface, logger *slog.Logger) *Drainer {
+	if stats == nil {
+		stats = &statsd.NoOpClient{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Drainer{cfg: cfg, buf: buf, seen: seen, db: db, stats: stats, logger: logger}
+}
+
+// stepError names the drain step that failed; it becomes the error_class
+// tag of the failure metric.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func step(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stepError{step: name, err: err}
+}
+
+// Drain runs one drain cycle. It returns a skipped summary if another
+// drainer holds the lease. On error the failed batch stays in the buffer
+// and a re-run counts it exactly once.
+func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
+	start := time.Now()
+	lease, err := d.buf.Acquire(ctx, d.cfg.LeaseTTL)
+	if errors.Is(err, uum.ErrLeaseHeld) {
+		d.logger.InfoContext(ctx, "drain skipped: lease held by another drainer")
+		return Summary{Skipped: true}, nil
+	}
+	if err != nil {
+		return Summary{}, d.fail(ctx, Summary{}, step("lease", err))
+	}
+	ctx, stopRenew := d.keepLease(ctx, lease)
+	defer func() {
+		stopRenew()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil && !errors.Is(err, uum.ErrFenceLost) {
+			d.logger.WarnContext(ctx, "release drain lease", "error", err)
+		}
+	}()
+
+	sum, err := d.run(ctx, lease)
+	if errors.Is(context.Cause(ctx), uum.ErrFenceLost) || errors.Is(err, uum.ErrFenceLost) {
+		// Another drainer owns the buffer now; what we committed is
+		// idempotent and it will trim it.
+		d.logger.WarnContext(ctx, "drain stopped: lease lost", "iterations", sum.Iterations)
+		err = nil
+	}
+	sum.DurationMS = time.Since(start).Milliseconds()
+	if err != nil {
+		return sum, d.fail(ctx, sum, err)
+	}
+	if sum.Iterations > 0 {
+		d.report(ctx, &sum)
+	}
+	return sum, nil
+}
+
+// keepLease renews the lease at a third of its TTL until stopped. If the
+// lease is lost, the returned context is cancelled with uum.ErrFenceLost.
+func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(lease.TTL() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := lease.Renew(ctx); errors.Is(err, uum.ErrFenceLost) {
+					cancel(uum.ErrFenceLost)
+					return
+				} else if err != nil {
+					d.logger.WarnContext(ctx, "renew drain lease", "error", err)
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		<-stopped
+		cancel(nil)
+	}
+}
+
+// run is the batch loop. While one batch commits, the next is prepared
+// (peeked past the current one, decoded, deduped, checked against the
+// cache), overlapping Redis and Postgres work.
+func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error) {
+	var sum Summary
+	depth, err := d.buf.Len(ctx)
+	if err != nil {
+		return sum, step("length", err)
+	}
+	if depth > int64(d.cfg.MaxQueueDepth) {
+		d.logger.WarnContext(ctx, "buffer over max queue depth", "queue_depth", depth, "max_queue_depth", d.cfg.MaxQueueDepth)
+		_ = d.stats.Incr(MetricQueueOverflow, nil, 1) // statsd is best-effort UDP
+	}
+	next, err := d.prepare(ctx, 0)
+	for sum.Iterations < d.cfg.MaxIterations {
+		if err != nil {
+			return sum, err
+		}
+		if len(next.raw) == 0 {
+			break
+		}
+		cur := next
+		var prefetched chan prepared
+		if sum.Iterations+1 < d.cfg.MaxIterations && len(cur.raw) == d.cfg.BatchSize {
+			prefetched = make(chan prepared, 1)
+			go func() {
+				b, err := d.prepare(ctx, len(cur.raw))
+				prefetched <- prepared{b, err}
+			}()
+		}
+		ferr := d.finish(ctx, lease, cur)
+		switch {
+		case prefetched != nil:
+			p := <-prefetched
+			next, err = p.b, p.err
+		case ferr == nil && sum.Iterations+1 < d.cfg.MaxIterations:
+			// A short batch emptied the buffer as it was; look again
+			// for entries pushed meanwhile.
+			next, err = d.prepare(ctx, 0)
+		default:
+			next, err = &batch{}, nil
+		}
+		if ferr != nil {
+			return sum, ferr
+		}
+		sum.Iterations++
+		sum.EventsProcessed += len(cur.raw)
+		sum.DBQueries += len(cur.unseen)
+		sum.DBInserts += len(cur.result.Inserted)
+		sum.DeadLettered += len(cur.dead)
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	}
+	return sum, nil
+}
+
+type prepared struct {
+	b   *batch
+	err error
+}
+
+// prepare runs the steps before the commit on the batch after the skip
+// oldest entries: peek, decode, dedupe, seen-cache filter.
+func (d *Drainer) prepare(ctx context.Context, skip int) (*batch, error) {
+	raw, err := d.buf.Peek(ctx, skip, d.cfg.BatchSize)
+	if err != nil {
+		return nil, step("peek", err)
+	}
+	b := &batch{raw: raw}
+	if len(raw) == 0 {
+		return b, nil
+	}
+	b.decode()
+	b.dedupe()
+	hits, err := d.seen.Seen(ctx, b.pairs)
+	if err != nil {
+		// The cache only saves work: Postgres decides what is new.
+		d.logger.WarnContext(ctx, "seen cache unavailable, sending the batch to postgres", "error", err)
+		hits = make([]bool, len(b.pairs))
+	}
+	b.filterSeen(hits)
+	return b, nil
+}
+
+// finish commits the batch, then marks the cache, emits the increments
+// and trims. Once the commit is done the rest runs even if ctx is
+// cancelled, so a shutdown never leaves a committed batch untrimmed
+// without cause.
+func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	res, err := d.db.CommitBatch(ctx, b.write())
+	if err != nil {
+		return step("commit", err)
+	}
+	b.result = res
+	for _, dl := range b.dead {
+		d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := d.seen.Mark(ctx, b.unseen); err != nil {
+		d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
+	}
+	for name, n := range b.insertedByName() {
+		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
+	}
+	if len(b.dead) > 0 {
+		_ = d.stats.Count(MetricDeadLettered, int64(len(b.dead)), nil, 1)
+	}
+	return step("trim", lease.Trim(ctx, len(b.raw)))
+}
+
+// report emits the run gauges and logs the run.
+func (d *Drainer) report(ctx context.Context, sum *Summary) {
+	if depth, err := d.buf.Len(ctx); err == nil {
+		sum.QueueDepth = depth
+	} else {
+		d.logger.WarnContext(ctx, "buffer length after drain", "error", err)
+	}
+	_ = d.stats.Gauge(MetricIterations, float64(sum.Iterations), nil, 1)
+	_ = d.stats.Gauge(MetricEventsProcessed, float64(sum.EventsProcessed), nil, 1)
+	_ = d.stats.Gauge(MetricDBQueries, float64(sum.DBQueries), nil, 1)
+	_ = d.stats.Gauge(MetricDBInserts, float64(sum.DBInserts), nil, 1)
+	_ = d.stats.Gauge(MetricQueueDepth, float64(sum.QueueDepth), nil, 1)
+	_ = d.stats.Histogram(MetricJobDuration, float64(sum.DurationMS), nil, 1)
+	d.logger.InfoContext(ctx, "drain finished",
+		"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed,
+		"total_db_queries", sum.DBQueries, "total_db_inserts", sum.DBInserts,
+		"dead_lettered", sum.DeadLettered, "queue_depth", sum.QueueDepth, "job_duration_ms", sum.DurationMS)
+}
+
+// fail records a failed run and returns err for the caller to retry.
+func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
+	class := "unknown"
+	var se *stepError
+	if errors.As(err, &se) {
+		class = se.step
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		class = "canceled"
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	atRisk, lerr := d.buf.Len(lctx)
+	if lerr != nil {
+		atRisk = -1 // unknown: Redis is likely what failed
+	}
+	_ = d.stats.Incr(MetricFailure, []string{"error_class:" + class}, 1)
+	if atRisk >= 0 {
+		_ = d.stats.Gauge(MetricEventsAtRisk, float64(atRisk), nil, 1)
+	}
+	d.logger.ErrorContext(ctx, "drain failed", "error", err, "error_class", class,
+		"events_at_risk", atRisk, "iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
+	return fmt.Errorf("drain: %w", err)
+}

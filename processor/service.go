@@ -1,0 +1,113 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/config"
+)
+
+// TaskDrain is the asynq task type of a drain run.
+const TaskDrain = "uum:drain"
+
+// Queue is the asynq queue the drain task runs on.
+const Queue = "uum"
+
+// Service runs the periodic drain: an asynq scheduler enqueues a drain task
+// every DrainInterval and an asynq server runs it, retrying failures.
+type Service struct {
+	srv      *asynq.Server
+	sched    *asynq.Scheduler
+	drainer  *Drainer
+	cfg      config.Processor
+	logger   *slog.Logger
+	stopOnce sync.Once
+}
+
+// NewService returns a service whose asynq state lives in rdb. The caller
+// owns rdb and closes it after Stop.
+func NewService(rdb redis.UniversalClient, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
+	alog := asynqLogger{logger.With("component", "asynq")}
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency: 1,
+		Queues:      map[string]int{Queue: 1},
+		Logger:      alog,
+		LogLevel:    asynq.WarnLevel,
+		// Long enough to finish the batch in flight; the drain checks for
+		// cancellation between batches and trims only what committed.
+		ShutdownTimeout: 30 * time.Second,
+		IsFailure: func(err error) bool {
+			return !errors.Is(err, context.Canceled)
+		},
+	})
+	sched := asynq.NewSchedulerFromRedisClient(rdb, &asynq.SchedulerOpts{
+		Logger:   alog,
+		LogLevel: asynq.WarnLevel,
+		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
+			if err != nil {
+				logger.Error("enqueue drain task", "error", err)
+			}
+		},
+	})
+	return &Service{srv: srv, sched: sched, drainer: d, cfg: cfg, logger: logger}
+}
+
+// ProcessTask runs one drain; asynq retries it when it returns an error.
+func (d *Drainer) ProcessTask(ctx context.Context, _ *asynq.Task) error {
+	_, err := d.Drain(ctx)
+	return err
+}
+
+// Start starts the server and registers the periodic task. It returns once
+// both run; Stop shuts them down.
+func (s *Service) Start() error {
+	mux := asynq.NewServeMux()
+	mux.Handle(TaskDrain, s.drainer)
+	if err := s.srv.Start(mux); err != nil {
+		return fmt.Errorf("start asynq server: %w", err)
+	}
+	_, err := s.sched.Register("@every "+s.cfg.DrainInterval.String(), asynq.NewTask(TaskDrain, nil),
+		asynq.Queue(Queue), asynq.MaxRetry(s.cfg.MaxRetry), asynq.Timeout(s.cfg.DrainInterval+time.Minute))
+	if err != nil {
+		s.srv.Shutdown()
+		return fmt.Errorf("register drain task: %w", err)
+	}
+	if err := s.sched.Start(); err != nil {
+		s.srv.Shutdown()
+		return fmt.Errorf("start asynq scheduler: %w", err)
+	}
+	s.logger.Info("processor started", "drain_interval", s.cfg.DrainInterval.String(), "max_retry", s.cfg.MaxRetry)
+	return nil
+}
+
+// Stop stops enqueueing, then lets the running drain finish its batch
+// before returning. It is safe to call more than once.
+func (s *Service) Stop() {
+	s.stopOnce.Do(func() {
+		s.sched.Shutdown()
+		s.srv.Shutdown()
+	})
+}
+
+// asynqLogger adapts slog to asynq's printf-free logger interface.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+
+// Fatal is called by asynq on unrecoverable setup errors; it exits, as
+// asynq expects.
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...))
+	os.Exit(1)
+}

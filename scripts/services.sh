@@ -1,0 +1,509 @@
+#!/usr/bin/env bash
+# Make sure PostgreSQL and Redis answer at the URLs the service and the tests
+# use, starting project-local servers (data under .data/) when a loopback URL
+# has nothing behind it, and create the databases the URLs name.
+#
+#   scripts/services.sh [all|run|test]   ensure the services (default: all)
+#   scripts/services.sh stop             stop the servers this script started
+#
+# run:  UUM_DATABASE_URL   (default postgres://127.0.0.1:5432/uum?sslmode=disable)
+#       UUM_REDIS_URL      (default redis://127.0.0.1:6379/0)
+# test: TEST_DATABASE_URL  (default postgres://127.0.0.1:5432/uum_test?sslmode=disable)
+#       TEST_REDIS_URL     (default redis://127.0.0.1:6379/0)
+#
+# Servers that already answer are used as they are. Missing redis-server or
+# PostgreSQL binaries are installed with apt-get (as root, or through sudo).
+# Migrations are not run here: the binaries and the tests migrate on start.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DATA="$ROOT/.data"
+
+: "${UUM_DATABASE_URL:=postgres://127.0.0.1:5432/uum?sslmode=disable}"
+: "${UUM_REDIS_URL:=redis://127.0.0.1:6379/0}"
+: "${TEST_DATABASE_URL:=postgres://127.0.0.1:5432/uum_test?sslmode=disable}"
+: "${TEST_REDIS_URL:=redis://127.0.0.1:6379/0}"
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() {
+	printf 'services: error: %s\n' "$*" >&2
+	exit 1
+}
+
+ME="$(id -un)"
+IS_ROOT=0
+[[ $(id -u) == 0 ]] && IS_ROOT=1
+
+# ---------------------------------------------------------------- helpers
+
+# parse_url URL DEFAULT_PORT sets U_SCHEME U_USER U_PASS U_HOST U_PORT U_PATH
+# U_QUERY (user, password and path percent-decoded).
+parse_url() {
+	local url=$1 rest auth userinfo=""
+	[[ $url == *://* ]] || return 1
+	U_SCHEME=${url%%://*}
+	rest=${url#*://}
+	rest=${rest%%#*}
+	U_QUERY="" U_PATH=""
+	if [[ $rest == *\?* ]]; then
+		U_QUERY=${rest#*\?}
+		rest=${rest%%\?*}
+	fi
+	auth=${rest%%/*}
+	[[ $rest == */* ]] && U_PATH=${rest#*/}
+	if [[ $auth == *@* ]]; then
+		userinfo=${auth%@*}
+		auth=${auth##*@}
+	fi
+	U_USER=${userinfo%%:*} U_PASS=""
+	[[ $userinfo == *:* ]] && U_PASS=${userinfo#*:}
+	if [[ $auth == \[* ]]; then # [ipv6]:port
+		U_HOST=${auth#\[}
+		U_HOST=${U_HOST%%]*}
+		U_PORT=${auth##*]}
+		U_PORT=${U_PORT#:}
+	else
+		U_HOST=${auth%%:*} U_PORT=""
+		[[ $auth == *:* ]] && U_PORT=${auth##*:}
+	fi
+	U_HOST=${U_HOST:-127.0.0.1}
+	U_PORT=${U_PORT:-$2}
+	U_USER=$(urldecode "$U_USER")
+	U_PASS=$(urldecode "$U_PASS")
+	U_PATH=$(urldecode "$U_PATH")
+	[[ $U_PORT =~ ^[0-9]+$ ]]
+}
+
+urldecode() {
+	local s=${1//\\/\\\\}
+	printf '%b' "${s//%/\\x}"
+}
+
+# query_param QUERY NAME prints the value of NAME in a URL query string.
+query_param() {
+	local kv
+	local IFS='&'
+	for kv in $1; do
+		[[ ${kv%%=*} == "$2" ]] && { printf '%s' "${kv#*=}"; return 0; }
+	done
+	return 0
+}
+
+is_loopback() {
+	case $1 in
+	localhost | 127.* | ::1) return 0 ;;
+	esac
+	return 1
+}
+
+TIMEOUT=()
+command -v timeout >/dev/null && TIMEOUT=(timeout 3)
+
+tcp_open() { # host port
+	"${TIMEOUT[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
+}
+
+# run_as_pg runs a command as the owner of the project-local PostgreSQL
+# cluster: the current user, or "postgres" when we are root (initdb and
+# postgres refuse to run as root).
+run_as_pg() {
+	if ((IS_ROOT)); then
+		if command -v runuser >/dev/null; then
+			(cd / && runuser -u postgres -- "$@")
+		else
+			(cd / && su postgres -s /bin/sh -c '"$0" "$@"' -- "$@")
+		fi
+	else
+		"$@"
+	fi
+}
+
+APT_UPDATED=0
+apt_install() { # VAR PACKAGE...
+	local var=$1
+	shift
+	local sudo=()
+	command -v apt-get >/dev/null ||
+		die "$* not installed and apt-get is not available: install it, or set $var to a running server"
+	if ((!IS_ROOT)); then
+		command -v sudo >/dev/null ||
+			die "$* not installed and not root (and no sudo): install it, or set $var to a running server"
+		sudo=(sudo)
+	fi
+	log "installing $* with apt-get"
+	if ((!APT_UPDATED)); then
+		"${sudo[@]}" apt-get update -q >&2 || die "apt-get update failed"
+		APT_UPDATED=1
+	fi
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 ||
+		die "apt-get install $* failed"
+}
+
+# ---------------------------------------------------------------- redis
+
+redis_answers() { # host port: 0 if a Redis server replies to PING
+	local reply
+	reply=$("${TIMEOUT[@]}" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+		printf "PING\r\n" >&3
+		IFS= read -r -t 2 line <&3 && printf "%s" "$line"' "$1" "$2" 2>/dev/null) || return 1
+	case $reply in
+	+PONG* | -NOAUTH* | -LOADING* | -ERR* | -WRONGPASS* | -DENIED*) return 0 ;;
+	esac
+	return 1
+}
+
+declare -A REDIS_DONE=()
+
+ensure_redis() { # VAR
+	local var=$1 url=${!1}
+	parse_url "$url" 6379 || die "$var: cannot parse '$url'"
+	local host=$U_HOST port=$U_PORT pass=$U_PASS
+	case $U_SCHEME in
+	redis) ;;
+	rediss)
+		tcp_open "$host" "$port" && { log "redis ok at $host:$port (TLS, $var)"; return 0; }
+		die "$var: nothing answers at $host:$port (TLS URLs are not started locally)"
+		;;
+	*) die "$var: unsupported scheme '$U_SCHEME' (want redis://)" ;;
+	esac
+	[[ -n ${REDIS_DONE[$host:$port]:-} ]] && return 0
+	REDIS_DONE[$host:$port]=1
+
+	if redis_answers "$host" "$port"; then
+		log "redis ok at $host:$port"
+		return 0
+	fi
+	is_loopback "$host" ||
+		die "$var: no Redis answers at $host:$port (not a loopback address, so not starting one; start it or fix $var)"
+	tcp_open "$host" "$port" &&
+		die "$var: something listens on $host:$port but does not answer like Redis"
+
+	if ! command -v redis-server >/dev/null; then
+		apt_install "$var" redis-server
+		# The package may have started the system redis on this port.
+		if redis_answers "$host" "$port"; then
+			log "redis ok at $host:$port (system service)"
+			return 0
+		fi
+	fi
+
+	local dir="$DATA/redis" bind=("$host")
+	[[ $host == localhost ]] && bind=(127.0.0.1 -::1)
+	mkdir -p "$dir"
+	local args=(--daemonize yes --bind "${bind[@]}" --port "$port" --dir "$dir"
+		--save "" --appendonly no
+		--logfile "$dir/redis-$port.log" --pidfile "$dir/redis-$port.pid")
+	[[ -n $pass ]] && args+=(--requirepass "$pass")
+	log "starting project-local redis on $host:$port (log: ${dir#"$ROOT"/}/redis-$port.log)"
+	redis-server "${args[@]}" >&2 || die "redis-server failed to start (see $dir/redis-$port.log)"
+	local i
+	for ((i = 0; i < 50; i++)); do
+		if redis_answers "$host" "$port"; then
+			log "redis ok at $host:$port"
+			return 0
+		fi
+		sleep 0.2
+	done
+	tail -n 20 "$dir/redis-$port.log" >&2 2>/dev/null || true
+	die "redis did not answer at $host:$port within 10s"
+}
+
+# ---------------------------------------------------------------- postgres
+
+# pg_state host port: 0 accepting, 1 up but not accepting yet, 2 no answer.
+pg_state() {
+	if command -v pg_isready >/dev/null; then
+		local rc=0
+		pg_isready -q -h "$1" -p "$2" -t 3 || rc=$?
+		case $rc in
+		0) return 0 ;;
+		1) return 1 ;;
+		*) return 2 ;;
+		esac
+	fi
+	tcp_open "$1" "$2" && return 0
+	return 2
+}
+
+# pg_wait host port seconds: wait until the server accepts connections.
+pg_wait() {
+	local i st
+	for ((i = 0; i < $3 * 5; i++)); do
+		st=0
+		pg_state "$1" "$2" || st=$?
+		((st == 0)) && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# find_pg_bin [VERSION]: set PGBIN to a directory holding initdb, pg_ctl and
+# psql (Debian keeps them in /usr/lib/postgresql/<version>/bin).
+find_pg_bin() {
+	local want=${1:-} d p
+	PGBIN=""
+	if [[ -n $want && -x /usr/lib/postgresql/$want/bin/pg_ctl ]]; then
+		PGBIN=/usr/lib/postgresql/$want/bin
+		return 0
+	fi
+	if p=$(command -v pg_ctl) && p=$(readlink -f "$p") && [[ -x ${p%/*}/initdb ]]; then
+		PGBIN=${p%/*}
+	else
+		for d in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV); do
+			[[ -x $d/pg_ctl && -x $d/initdb ]] && { PGBIN=$d; break; }
+		done
+	fi
+	[[ -n $PGBIN ]]
+}
+
+find_psql() {
+	local d
+	PSQL=$(command -v psql || true)
+	[[ -n $PSQL ]] && return 0
+	[[ -n ${PGBIN:-} && -x $PGBIN/psql ]] && { PSQL=$PGBIN/psql; return 0; }
+	for d in $(printf '%s\n' /usr/lib/postgresql/*/bin | sort -rV); do
+		[[ -x $d/psql ]] && { PSQL=$d/psql; return 0; }
+	done
+	return 1
+}
+
+# pg_datadir port: where the project-local cluster for that port lives.
+# Normally .data/pg/<port>; when root and the "postgres" user cannot reach
+# the checkout (e.g. under /root), a directory in postgres's home instead.
+pg_datadir() {
+	local port=$1 dir="$DATA/pg/$port" home sum
+	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
+		home=$(getent passwd postgres | cut -d: -f6)
+		sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
+		if [[ -n $home && -d $home/uum-$sum/$port ]]; then
+			dir=$home/uum-$sum/$port
+		elif ! run_as_pg test -x "$DATA" 2>/dev/null && ! run_as_pg test -x "$ROOT" 2>/dev/null; then
+			dir=$home/uum-$sum/$port
+		fi
+	fi
+	printf '%s' "$dir"
+}
+
+# pg_role_user VAR: the role a URL connects as (URL user, PGUSER, OS user).
+pg_url_user() { printf '%s' "${U_USER:-${PGUSER:-$ME}}"; }
+
+# pg_ensure_role host port role: on our own (trust-auth) cluster, create a
+# superuser role for the user the URLs connect as.
+pg_ensure_role() {
+	local host=$1 port=$2 role=$3 have
+	[[ $role == postgres ]] && return 0
+	have=$(PGCONNECT_TIMEOUT=5 "$PGBIN/psql" -X -Atq -h "$host" -p "$port" -U postgres -d postgres \
+		-c "SELECT 1 FROM pg_roles WHERE rolname = '${role//\'/\'\'}'") ||
+		die "cannot connect to the project-local PostgreSQL at $host:$port as postgres"
+	[[ $have == 1 ]] && return 0
+	log "creating postgres role $role"
+	PGCONNECT_TIMEOUT=5 "$PGBIN/psql" -X -q -h "$host" -p "$port" -U postgres -d postgres \
+		-c "CREATE ROLE \"${role//\"/\"\"}\" SUPERUSER LOGIN" >&2 ||
+		die "cannot create role $role"
+}
+
+pg_start_local() { # VAR host port role
+	local var=$1 host=$2 port=$3 role=$4 datadir ver="" before="" after c
+	datadir=$(pg_datadir "$port")
+	[[ -f $datadir/PG_VERSION ]] && ver=$(<"$datadir/PG_VERSION")
+
+	if ! find_pg_bin "$ver"; then
+		command -v pg_lsclusters >/dev/null && before=$(pg_lsclusters -h 2>/dev/null || true)
+		apt_install "$var" postgresql
+		find_pg_bin "$ver" || die "PostgreSQL server binaries (initdb, pg_ctl) not found after installing"
+		# Debian's package creates and may start a "main" cluster with
+		# password auth on 5432. If that new cluster sits on our port, drop
+		# it (it is empty) so a trust-auth project-local one can take over.
+		if command -v pg_lsclusters >/dev/null; then
+			after=$(pg_lsclusters -h 2>/dev/null || true)
+			while read -r c; do
+				set -- $c
+				[[ ${3:-} == "$port" ]] || continue
+				grep -qxF "$c" <<<"$before" && continue
+				log "removing the empty default cluster $1/$2 that apt-get just created on port $port"
+				local sudo=()
+				((IS_ROOT)) || sudo=(sudo)
+				"${sudo[@]}" pg_dropcluster --stop "$1" "$2" >&2 || die "pg_dropcluster $1 $2 failed"
+			done <<<"$after"
+			set -- # restore nothing; positional args unused below
+		fi
+		if pg_wait "$host" "$port" 1; then
+			log "postgres ok at $host:$port (system service)"
+			return 0
+		fi
+	fi
+	local have
+	have=$("$PGBIN/pg_ctl" --version | grep -oE '[0-9]+' | head -n1)
+	[[ -z $ver || $ver == "$have" ]] ||
+		die "$datadir was created by PostgreSQL $ver but $PGBIN is version $have; remove it or install PostgreSQL $ver"
+
+	if ((IS_ROOT)); then
+		id postgres >/dev/null 2>&1 ||
+			die "running as root but there is no 'postgres' user to own the project-local cluster"
+		mkdir -p "${datadir%/*}"
+		[[ -d $datadir ]] || install -d -m 700 -o postgres -g "$(id -gn postgres)" "$datadir"
+	else
+		mkdir -p "$datadir"
+		chmod 700 "$datadir"
+	fi
+	[[ $datadir == "$DATA"/* ]] || log "using $datadir for the cluster (the postgres user cannot reach $ROOT)"
+
+	if [[ ! -f $datadir/PG_VERSION ]]; then
+		log "initialising project-local postgres cluster in ${datadir#"$ROOT"/}"
+		if ! run_as_pg "$PGBIN/initdb" -D "$datadir" -U postgres --auth=trust -E UTF8 --no-locale \
+			>"$DATA/initdb-$port.log" 2>&1; then
+			tail -n 20 "$DATA/initdb-$port.log" >&2
+			die "initdb failed (see $DATA/initdb-$port.log)"
+		fi
+	fi
+
+	# Unix sockets go in the data dir unless the path is too long for one.
+	local sock=$datadir
+	((${#sock} + 16 > 107)) && sock=""
+	local listen=$host
+	log "starting project-local postgres on $host:$port (log: ${datadir#"$ROOT"/}/server.log)"
+	if ! run_as_pg "$PGBIN/pg_ctl" -D "$datadir" -l "$datadir/server.log" -w -t 60 \
+		-o "-c listen_addresses='$listen' -p $port -k '$sock' -c max_connections=300" start >/dev/null; then
+		tail -n 20 "$datadir/server.log" >&2 2>/dev/null || true
+		die "postgres failed to start on $host:$port (see $datadir/server.log)"
+	fi
+	pg_wait "$host" "$port" 30 || die "postgres did not accept connections at $host:$port within 30s"
+	pg_ensure_role "$host" "$port" "$role"
+	log "postgres ok at $host:$port"
+}
+
+declare -A PG_DONE=()
+
+ensure_postgres() { # VAR
+	local var=$1 url=${!1}
+	parse_url "$url" 5432 || die "$var: cannot parse '$url' (want postgres://[user[:password]@]host[:port]/db)"
+	case $U_SCHEME in
+	postgres | postgresql) ;;
+	*) die "$var: unsupported scheme '$U_SCHEME' (want postgres://)" ;;
+	esac
+	local host=$U_HOST port=$U_PORT role st=0
+	role=$(pg_url_user)
+	if [[ -z ${PG_DONE[$host:$port]:-} ]]; then
+		PG_DONE[$host:$port]=1
+		pg_state "$host" "$port" || st=$?
+		if ((st == 1)); then
+			log "postgres at $host:$port is starting; waiting"
+			pg_wait "$host" "$port" 30 || die "$var: postgres at $host:$port does not accept connections"
+			st=0
+		fi
+		if ((st == 0)); then
+			log "postgres ok at $host:$port"
+			# Our own cluster from an earlier run: make sure the role exists.
+			local datadir
+			datadir=$(pg_datadir "$port")
+			if [[ -f $datadir/postmaster.pid ]] && find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" &&
+				run_as_pg "$PGBIN/pg_ctl" -D "$datadir" status >/dev/null 2>&1; then
+				pg_ensure_role "$host" "$port" "$role"
+			fi
+		else
+			is_loopback "$host" ||
+				die "$var: no PostgreSQL answers at $host:$port (not a loopback address, so not starting one; start it or fix $var)"
+			pg_start_local "$var" "$host" "$port" "$role"
+		fi
+	fi
+	ensure_database "$var"
+}
+
+ensure_database() { # VAR (U_* still set from ensure_postgres)
+	local var=$1 db=$U_PATH role sslmode out maint
+	role=$(pg_url_user)
+	[[ -n $db ]] || db=$role # libpq/pgx default database name
+	if ! find_psql; then
+		apt_install "$var" postgresql-client
+		find_psql || die "psql not found after installing postgresql-client"
+	fi
+	sslmode=$(query_param "$U_QUERY" sslmode)
+	local env=(PGHOST="$U_HOST" PGPORT="$U_PORT" PGUSER="$role" PGCONNECT_TIMEOUT=5)
+	[[ -n $U_PASS ]] && env+=(PGPASSWORD="$U_PASS")
+	[[ -n $sslmode ]] && env+=(PGSSLMODE="$sslmode")
+	local lit="'${db//\'/\'\'}'" ident="\"${db//\"/\"\"}\""
+	for maint in postgres template1; do
+		if out=$(env "${env[@]}" "$PSQL" -X -Atq -d "$maint" \
+			-c "SELECT 1 FROM pg_database WHERE datname = $lit" 2>&1); then
+			break
+		fi
+	done
+	[[ $out == 1 || -z $out ]] ||
+		die "$var: cannot connect to PostgreSQL at $U_HOST:$U_PORT as $role: $out"
+	if [[ $out == 1 ]]; then
+		log "postgres database $db exists"
+		return 0
+	fi
+	if out=$(env "${env[@]}" "$PSQL" -X -q -d "$maint" -c "CREATE DATABASE $ident" 2>&1); then
+		log "created postgres database $db"
+	elif [[ $out == *"already exists"* ]]; then
+		log "postgres database $db exists"
+	else
+		die "$var: cannot create database $db: $out"
+	fi
+}
+
+# ---------------------------------------------------------------- stop
+
+stop_local() {
+	local f port d datadir
+	shopt -s nullglob
+	for f in "$DATA"/redis/redis-*.pid; do
+		port=${f##*/redis-}
+		port=${port%.pid}
+		if kill -0 "$(<"$f")" 2>/dev/null; then
+			log "stopping project-local redis on port $port"
+			if command -v redis-cli >/dev/null; then
+				redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$(<"$f")" 2>/dev/null || true
+			else
+				kill "$(<"$f")" 2>/dev/null || true
+			fi
+		fi
+		rm -f "$f"
+	done
+	local dirs=("$DATA"/pg/*/)
+	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
+		local home sum
+		home=$(getent passwd postgres | cut -d: -f6)
+		sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
+		dirs+=("$home"/uum-"$sum"/*/)
+	fi
+	for d in "${dirs[@]}"; do
+		datadir=${d%/}
+		[[ -f $datadir/postmaster.pid ]] || continue
+		find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" || continue
+		log "stopping project-local postgres in $datadir"
+		run_as_pg "$PGBIN/pg_ctl" -D "$datadir" -m fast -w stop >/dev/null || true
+	done
+}
+
+# ---------------------------------------------------------------- main
+
+mode=${1:-all}
+mkdir -p "$DATA"
+if command -v flock >/dev/null; then
+	exec 9>"$DATA/.services.lock"
+	flock 9
+fi
+
+case $mode in
+all)
+	ensure_redis UUM_REDIS_URL
+	ensure_redis TEST_REDIS_URL
+	ensure_postgres UUM_DATABASE_URL
+	ensure_postgres TEST_DATABASE_URL
+	;;
+run)
+	ensure_redis UUM_REDIS_URL
+	ensure_postgres UUM_DATABASE_URL
+	;;
+test)
+	ensure_redis TEST_REDIS_URL
+	ensure_postgres TEST_DATABASE_URL
+	;;
+stop) stop_local ;;
+*)
+	echo "usage: $0 [all|run|test|stop]" >&2
+	exit 2
+	;;
+esac

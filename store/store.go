@@ -1,0 +1,228 @@
+// Package store is the Postgres adapter: the permanent record of unique
+// (user, event) pairs, the materialised totals, the event-name dictionary
+// and the dead letters. It is the only package with SQL.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/uumhq/uum"
+)
+
+// DBTX is what the queries need: satisfied by *pgxpool.Pool, *pgx.Conn and
+// pgx.Tx, so callers own the transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store runs the queries on a pool.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a store on pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// CommitBatch applies one drain iteration in one transaction, as a
+// sequence of steps over the batch: insert the unseen pairs and add the
+// new ones to the totals, then store the dead letters. Nothing is written
+// if either step fails. A batch with nothing to write costs no SQL.
+func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
+	var res uum.BatchResult
+	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 {
+		return res, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
+			return err
+		}
+		return InsertDeadLetters(ctx, tx, w.DeadLetters)
+	})
+	if err != nil {
+		return uum.BatchResult{}, fmt.Errorf("commit batch: %w", interpret(err))
+	}
+	return res, nil
+}
+
+// insertPairsSQL inserts the pairs, skipping those that exist, and adds
+// the ones it inserted to the totals in the same statement, so the totals
+// can never disagree with the rows. Totals rows are locked in name order
+// so concurrent drains cannot deadlock on them.
+const insertPairsSQL = `
+WITH inserted AS (
+	INSERT INTO unique_user_events (user_id, event_name)
+	SELECT * FROM unnest($1::uuid[], $2::varchar(50)[])
+	ON CONFLICT DO NOTHING
+	RETURNING user_id, event_name
+), totals AS (
+	INSERT INTO unique_event_totals AS t (event_name, unique_users)
+	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
+	ON CONFLICT (event_name) DO UPDATE
+	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()
+)
+SELECT user_id, event_name FROM inserted`
+
+// InsertPairs inserts pairs that do not exist yet and returns those it
+// inserted, updating unique_event_totals for them. Pairs are sorted first
+// so overlapping concurrent inserts take row locks in the same order.
+func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	sorted := slices.Clone(pairs)
+	slices.SortFunc(sorted, func(a, b uum.Pair) int {
+		if c := slices.Compare(a.UserID[:], b.UserID[:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	users := make([][16]byte, len(sorted))
+	names := make([]string, len(sorted))
+	for i, p := range sorted {
+		users[i], names[i] = p.UserID, p.Name
+	}
+	rows, err := db.Query(ctx, insertPairsSQL, users, names)
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	inserted := make([]uum.Pair, 0, len(sorted))
+	var p uum.Pair
+	_, err = pgx.ForEachRow(rows, []any{(*[16]byte)(&p.UserID), &p.Name}, func() error {
+		inserted = append(inserted, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	return inserted, nil
+}
+
+// InsertDeadLetters stores poison entries. A correlation id already stored
+// (the same raw bytes, re-run after a crash) is skipped.
+func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) error {
+	if len(dls) == 0 {
+		return nil
+	}
+	ids := make([]string, len(dls))
+	raws := make([][]byte, len(dls))
+	reasons := make([]string, len(dls))
+	for i, d := range dls {
+		ids[i], raws[i], reasons[i] = d.CorrelationID, d.Raw, d.Reason
+	}
+	_, err := db.Exec(ctx, `
+		INSERT INTO dead_letters (correlation_id, raw, reason)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[])
+		ON CONFLICT (correlation_id) DO NOTHING`, ids, raws, reasons)
+	if err != nil {
+		return fmt.Errorf("insert dead letters: %w", err)
+	}
+	return nil
+}
+
+// EventLogged reports whether the pair was ever recorded.
+func (s *Store) EventLogged(ctx context.Context, p uum.Pair) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx,
+		`SELECT EXISTS (SELECT 1 FROM unique_user_events WHERE user_id = $1 AND event_name = $2)`,
+		[16]byte(p.UserID), p.Name).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("event logged: %w", interpret(err))
+	}
+	return ok, nil
+}
+
+// UniqueCounts returns the materialised unique-user count of every event,
+// sorted by name, or of one event when eventName is not empty.
+func (s *Store) UniqueCounts(ctx context.Context, eventName string) ([]uum.Count, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT event_name, unique_users FROM unique_event_totals
+		WHERE $1 = '' OR event_name = $1
+		ORDER BY event_name`, eventName)
+	if err != nil {
+		return nil, fmt.Errorf("unique counts: %w", interpret(err))
+	}
+	counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[uum.Count])
+	if err != nil {
+		return nil, fmt.Errorf("unique counts: %w", interpret(err))
+	}
+	return counts, nil
+}
+
+// EventIDs returns the dictionary id of each name, registering names it
+// has not seen. Ids are stable forever; the seen-cache relies on it.
+func (s *Store) EventIDs(ctx context.Context, names []string) (map[string]int32, error) {
+	ids, err := s.lookupIDs(ctx, names)
+	if err != nil || len(ids) == len(names) {
+		return ids, err
+	}
+	var missing []string
+	for _, n := range names {
+		if _, ok := ids[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	slices.Sort(missing)
+	// Insert only what is missing: ON CONFLICT still consumes identity
+	// values, and small ids keep the per-user bitmaps short.
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO event_names (name) SELECT unnest($1::varchar(50)[])
+		ON CONFLICT (name) DO NOTHING`, missing); err != nil {
+		return nil, fmt.Errorf("register event names: %w", interpret(err))
+	}
+	return s.lookupIDs(ctx, names)
+}
+
+func (s *Store) lookupIDs(ctx context.Context, names []string) (map[string]int32, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, id FROM event_names WHERE name = ANY($1)`, names)
+	if err != nil {
+		return nil, fmt.Errorf("event ids: %w", interpret(err))
+	}
+	ids := make(map[string]int32, len(names))
+	var (
+		name string
+		id   int32
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &id}, func() error {
+		ids[name] = id
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("event ids: %w", interpret(err))
+	}
+	return ids, nil
+}
+
+// ErrSchema is returned when the schema is missing or out of date: run the
+// migrations.
+var ErrSchema = errors.New("uum: database schema missing or out of date")
+
+// interpret translates driver errors the callers act on.
+func interpret(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", "42703": // undefined_table, undefined_column
+			return fmt.Errorf("%w: %w", ErrSchema, err)
+		}
+	}
+	return err
+}

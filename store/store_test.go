@@ -1,0 +1,115 @@
+package store_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/store"
+)
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	store *store.Store
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool, _ := dbtest.Schema(t)
+	return &testBundle{pool: pool, store: store.New(pool)}
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u1, u2 := uum.NewUUID(), uum.NewUUID()
+
+	t.Run("CommitBatchReturnsOnlyNewPairsAndUpdatesTotals", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}, {u2, "a"}, {u1, "b"}}})
+		require.NoError(t, err)
+		require.ElementsMatch(t, []uum.Pair{{u1, "a"}, {u2, "a"}, {u1, "b"}}, res.Inserted)
+
+		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}, {u2, "b"}}})
+		require.NoError(t, err)
+		require.Equal(t, []uum.Pair{{u2, "b"}}, res.Inserted)
+
+		counts, err := b.store.UniqueCounts(ctx, "")
+		require.NoError(t, err)
+		require.Equal(t, []uum.Count{{EventName: "a", UniqueUsers: 2}, {EventName: "b", UniqueUsers: 2}}, counts)
+		counts, err = b.store.UniqueCounts(ctx, "b")
+		require.NoError(t, err)
+		require.Equal(t, []uum.Count{{EventName: "b", UniqueUsers: 2}}, counts)
+	})
+
+	t.Run("TotalsMatchRows", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for range 3 {
+			var pairs []uum.Pair
+			for range 200 {
+				pairs = append(pairs, uum.Pair{UserID: uum.NewUUID(), Name: "x"}, uum.Pair{UserID: u1, Name: "x"})
+			}
+			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pairs})
+			require.NoError(t, err)
+		}
+		var rows, total int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM unique_user_events WHERE event_name = 'x'`).Scan(&rows))
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT unique_users FROM unique_event_totals WHERE event_name = 'x'`).Scan(&total))
+		require.Equal(t, int64(601), rows)
+		require.Equal(t, rows, total)
+	})
+
+	t.Run("DeadLettersAreIdempotentByCorrelationID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		dl := uum.NewDeadLetter([]byte("garbage"), "invalid JSON")
+		for range 2 {
+			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: []uum.DeadLetter{dl, dl}})
+			require.NoError(t, err)
+		}
+		var n int
+		var raw []byte
+		var reason string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) OVER (), raw, reason FROM dead_letters`).Scan(&n, &raw, &reason))
+		require.Equal(t, 1, n)
+		require.Equal(t, "garbage", string(raw))
+		require.Equal(t, "invalid JSON", reason)
+	})
+
+	t.Run("EventLogged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}}})
+		require.NoError(t, err)
+		ok, err := b.store.EventLogged(ctx, uum.Pair{u1, "a"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		ok, err = b.store.EventLogged(ctx, uum.Pair{u2, "a"})
+		require.NoError(t, err)
+		require.False(t, ok)
+	})
+
+	t.Run("EventIDsAreStableAndDense", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids, err := b.store.EventIDs(ctx, []string{"b", "a"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]int32{"a": 1, "b": 2}, ids)
+		ids, err = b.store.EventIDs(ctx, []string{"a", "c", "b"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]int32{"a": 1, "b": 2, "c": 3}, ids)
+	})
+
+	t.Run("MigrateTwiceIsANoOp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, store.Migrate(ctx, b.pool, slog.New(slog.DiscardHandler)))
+	})
+}

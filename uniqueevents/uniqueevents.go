@@ -1,0 +1,302 @@
+// Package uniqueevents is the library application code calls on the request
+// path: LogEvents validates names, adds Oracle Health facility variants and
+// buffers everything in one Redis LPUSH, bounded by a short timeout so a
+// slow Redis never stalls a request. The processor later counts each
+// (user, event) pair exactly once.
+package uniqueevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/config"
+)
+
+// MetricLogDuration is the statsd timing of each LogEvents call, in ms.
+const MetricLogDuration = "uum.unique_user_metrics.log_events.duration"
+
+// ErrNoDefault is returned by the package-level functions before SetDefault.
+var ErrNoDefault = errors.New("uum: no default uniqueevents client (call uniqueevents.SetDefault)")
+
+// User is the authenticated user an event belongs to.
+type User struct {
+	// ID must be a UUID.
+	ID string
+	// FacilityIDs are the user's Oracle Health facility ids, e.g. "757".
+	FacilityIDs []string
+}
+
+type pusher interface {
+	Push(ctx context.Context, entries [][]byte) error
+}
+
+// seenCache is the Redis cache of pairs already counted.
+type seenCache interface {
+	Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error)
+	Mark(ctx context.Context, pairs []uum.Pair) error
+}
+
+// eventStore answers "was this pair ever logged" from Postgres.
+type eventStore interface {
+	EventLogged(ctx context.Context, p uum.Pair) (bool, error)
+}
+
+// Client logs events for users. It is safe for concurrent use.
+type Client struct {
+	enabled     bool
+	policy      uum.NamePolicy
+	tracked     map[string]struct{}
+	trackedEvts map[string]struct{}
+	timeout     time.Duration
+	buf         pusher
+	seen        seenCache
+	db          eventStore
+	stats       statsd.ClientInterface
+	logger      *slog.Logger
+}
+
+// New returns a client configured by cfg. seen, db and stats may be nil:
+// without seen and db EventLogged returns an error; without stats no
+// timing is sent.
+func New(cfg config.Events, buf pusher, seen seenCache, db eventStore, stats statsd.ClientInterface, logger *slog.Logger) (*Client, error) {
+	policy, err := uum.NewNamePolicy(cfg.Names)
+	if err != nil {
+		return nil, fmt.Errorf("event names: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	timeout := cfg.PushTimeout
+	if timeout <= 0 {
+		timeout = 50 * time.Millisecond
+	}
+	return &Client{
+		enabled:     cfg.Enabled,
+		policy:      policy,
+		tracked:     set(cfg.TrackedFacilityIDs),
+		trackedEvts: set(cfg.FacilityTrackedEvents),
+		timeout:     timeout,
+		buf:         buf,
+		seen:        seen,
+		db:          db,
+		stats:       stats,
+		logger:      logger,
+	}, nil
+}
+
+// Option changes how one LogEvents call derives facility variants.
+type Option func(*callOptions)
+
+type callOptions struct {
+	explicit   bool
+	facilities []string
+}
+
+// WithEventFacilities selects explicit mode: every event gets a variant
+// "<name>_oh_<id>" for each given id that is tracked and in the user's
+// facilities, in the given order. An empty list means no variants, not a
+// fallback to the user's facilities.
+func WithEventFacilities(ids ...string) Option {
+	return func(o *callOptions) {
+		o.explicit = true
+		o.facilities = ids
+	}
+}
+
+// LogEvent logs one event; see LogEvents.
+func (c *Client) LogEvent(ctx context.Context, user User, name string, opts ...Option) ([]string, error) {
+	return c.LogEvents(ctx, user, []string{name}, opts...)
+}
+
+// LogEvents buffers names for user and returns the names buffered, in order,
+// each followed by its facility variants. All of them go to Redis in one
+// LPUSH. Any invalid input returns a *uum.ValidationError and pushes
+// nothing. When logging is disabled it returns an empty list.
+func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
+	start := time.Now()
+	if c == nil {
+		return nil, ErrNoDefault
+	}
+	var o callOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	id, expanded, err := c.expand(user, names, o)
+	if err != nil {
+		return nil, err
+	}
+	if !c.enabled {
+		return []string{}, nil
+	}
+	entries := make([][]byte, len(expanded))
+	for i, n := range expanded {
+		entries[i] = uum.Event{UserID: id, Name: n}.MarshalWire()
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := c.buf.Push(ctx, entries); err != nil {
+		return nil, fmt.Errorf("log events: %w", err)
+	}
+	if c.stats != nil {
+		_ = c.stats.Timing(MetricLogDuration, time.Since(start), nil, 1) // statsd is best-effort UDP
+	}
+	return expanded, nil
+}
+
+// expand validates the call and returns the user id and the names to
+// buffer, with facility variants, without duplicates.
+func (c *Client) expand(user User, names []string, o callOptions) (uum.UUID, []string, error) {
+	id, err := uum.ParseUUID("user_id", user.ID)
+	if err != nil {
+		return uum.UUID{}, nil, err
+	}
+	if len(names) == 0 {
+		return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: "must contain at least one event name"}
+	}
+	out := make([]string, 0, len(names))
+	seen := make(map[string]struct{}, len(names))
+	add := func(field, n string) error {
+		if err := uum.ValidateName(field, n); err != nil {
+			return err
+		}
+		if _, dup := seen[n]; !dup {
+			seen[n] = struct{}{}
+			out = append(out, n)
+		}
+		return nil
+	}
+	for i, name := range names {
+		field := fmt.Sprintf("event_names[%d]", i)
+		if err := c.policy.Check(field, name); err != nil {
+			return uum.UUID{}, nil, err
+		}
+		if err := add(field, name); err != nil {
+			return uum.UUID{}, nil, err
+		}
+		for _, v := range c.variants(user, name, o) {
+			if err := add(field, v); err != nil {
+				return uum.UUID{}, nil, err
+			}
+		}
+	}
+	return id, out, nil
+}
+
+// variants returns the facility event names derived from name.
+func (c *Client) variants(user User, name string, o callOptions) []string {
+	var out []string
+	if o.explicit {
+		mine := set(user.FacilityIDs)
+		for _, f := range uniq(o.facilities) {
+			if _, ok := c.tracked[f]; !ok {
+				continue
+			}
+			if _, ok := mine[f]; ok {
+				out = append(out, name+"_oh_"+f)
+			}
+		}
+		return out
+	}
+	if _, ok := c.trackedEvts[name]; !ok {
+		return nil
+	}
+	for _, f := range uniq(user.FacilityIDs) {
+		if _, ok := c.tracked[f]; ok {
+			out = append(out, name+"_oh_site_"+f)
+		}
+	}
+	return out
+}
+
+// EventLogged reports whether user ever logged name: the seen-cache first,
+// then Postgres. A positive answer from Postgres is cached. It works
+// whether or not logging is enabled.
+func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, error) {
+	if c == nil {
+		return false, ErrNoDefault
+	}
+	id, err := uum.ParseUUID("user_id", userID)
+	if err != nil {
+		return false, err
+	}
+	if err := uum.ValidateName("event_name", name); err != nil {
+		return false, err
+	}
+	if c.db == nil {
+		return false, errors.New("uum: EventLogged needs a store")
+	}
+	p := uum.Pair{UserID: id, Name: name}
+	if c.seen != nil {
+		hits, err := c.seen.Seen(ctx, []uum.Pair{p})
+		if err == nil && hits[0] {
+			return true, nil
+		}
+		if err != nil {
+			c.logger.WarnContext(ctx, "seen cache read failed, asking postgres", "error", err)
+		}
+	}
+	ok, err := c.db.EventLogged(ctx, p)
+	if err != nil {
+		return false, fmt.Errorf("event logged: %w", err)
+	}
+	if ok && c.seen != nil {
+		if err := c.seen.Mark(ctx, []uum.Pair{p}); err != nil {
+			c.logger.WarnContext(ctx, "seen cache write failed", "error", err)
+		}
+	}
+	return ok, nil
+}
+
+var defaultClient atomic.Pointer[Client]
+
+// SetDefault makes c the client the package-level functions use, like
+// slog.SetDefault.
+func SetDefault(c *Client) { defaultClient.Store(c) }
+
+// Default returns the default client, or nil before SetDefault.
+func Default() *Client { return defaultClient.Load() }
+
+// LogEvents calls LogEvents on the default client.
+func LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
+	return Default().LogEvents(ctx, user, names, opts...)
+}
+
+// LogEvent calls LogEvent on the default client.
+func LogEvent(ctx context.Context, user User, name string, opts ...Option) ([]string, error) {
+	return Default().LogEvents(ctx, user, []string{name}, opts...)
+}
+
+// EventLogged calls EventLogged on the default client.
+func EventLogged(ctx context.Context, userID, name string) (bool, error) {
+	return Default().EventLogged(ctx, userID, name)
+}
+
+func set(items []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(items))
+	for _, it := range items {
+		m[strings.TrimSpace(it)] = struct{}{}
+	}
+	return m
+}
+
+func uniq(items []string) []string {
+	out := make([]string, 0, len(items))
+	seen := make(map[string]struct{}, len(items))
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if _, dup := seen[it]; it == "" || dup {
+			continue
+		}
+		seen[it] = struct{}{}
+		out = append(out, it)
+	}
+	return out
+}

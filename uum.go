@@ -1,0 +1,120 @@
+// Package uum holds the domain of the unique-user metrics pipeline: the
+// buffered event and its wire format, the (user, event) pair the drain
+// deduplicates, dead letters, and the validation rules every entry point
+// shares. It depends on the standard library only; adapters (buffer, store,
+// seencache) and services (processor, uniqueevents) build on it.
+package uum
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// MaxNameLen is the longest event name accepted; it matches the
+// varchar(50) column that stores it.
+const MaxNameLen = 50
+
+// Sentinel errors shared by the adapters and services.
+var (
+	// ErrLeaseHeld is returned when another drainer holds the buffer lease.
+	ErrLeaseHeld = errors.New("uum: drain lease held by another drainer")
+	// ErrFenceLost is returned when a fenced write finds the lease no longer
+	// holds our token: another drainer owns the buffer now.
+	ErrFenceLost = errors.New("uum: drain lease lost")
+	// ErrDisabled is returned by operations refused because logging is off.
+	ErrDisabled = errors.New("uum: event logging disabled")
+)
+
+// ValidationError reports a bad input value. Field is a path a caller can
+// point at ("event_names[1]", "user_id"); HTTP turns it into a 400.
+type ValidationError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("uum: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+}
+
+// Pair is the unit of uniqueness: one user, one event name.
+type Pair struct {
+	UserID UUID
+	Name   string
+}
+
+// Count is the number of distinct users that logged an event name.
+type Count struct {
+	EventName   string `json:"event_name"`
+	UniqueUsers int64  `json:"unique_users"`
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.:-]{0,49}$`)
+
+// ValidateName checks an event name's syntax: 1-50 characters matching
+// ^[a-z0-9][a-z0-9_.:-]*$. field names the input for the error.
+func ValidateName(field, name string) error {
+	switch {
+	case name == "":
+		return &ValidationError{Field: field, Value: name, Reason: "must not be empty"}
+	case len(name) > MaxNameLen:
+		return &ValidationError{Field: field, Value: name, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLen, len(name))}
+	case !namePattern.MatchString(name):
+		return &ValidationError{Field: field, Value: name, Reason: "must match ^[a-z0-9][a-z0-9_.:-]{0,49}$"}
+	}
+	return nil
+}
+
+// NamePolicy decides which event names callers may log. The zero value
+// accepts any syntactically valid name.
+type NamePolicy struct {
+	allowed map[string]struct{}
+}
+
+// NewNamePolicy returns a policy that accepts only the given names, or any
+// valid name when the list is empty. Each listed name must itself be valid.
+func NewNamePolicy(allowed []string) (NamePolicy, error) {
+	if len(allowed) == 0 {
+		return NamePolicy{}, nil
+	}
+	p := NamePolicy{allowed: make(map[string]struct{}, len(allowed))}
+	for i, n := range allowed {
+		if err := ValidateName(fmt.Sprintf("[%d]", i), n); err != nil {
+			return NamePolicy{}, err
+		}
+		p.allowed[n] = struct{}{}
+	}
+	return p, nil
+}
+
+// Check validates name and, when the policy has an allow-list, requires it
+// to be listed.
+func (p NamePolicy) Check(field, name string) error {
+	if p.allowed != nil {
+		if len(name) > MaxNameLen {
+			return ValidateName(field, name)
+		}
+		if _, ok := p.allowed[name]; !ok {
+			return &ValidationError{Field: field, Value: name, Reason: "unknown event name"}
+		}
+		return nil
+	}
+	return ValidateName(field, name)
+}
+
+// Restricted reports whether the policy has an allow-list.
+func (p NamePolicy) Restricted() bool { return p.allowed != nil }
+
+// SplitList splits a comma-separated list, trimming blanks and dropping
+// empty items.
+func SplitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
