@@ -23,8 +23,6 @@ var (
 	// ErrFenceLost is returned when a fenced write finds the lease no longer
 	// holds our token: another drainer owns the buffer now.
 	ErrFenceLost = errors.New("uum: drain lease lost")
-	// ErrDisabled is returned by operations refused because logging is off.
-	ErrDisabled = errors.New("uum: event logging disabled")
 )
 
 // ValidationError reports a bad input value. Field is a path a caller can

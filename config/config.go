@@ -77,8 +77,8 @@ type Cache struct {
 
 // Events configures the logging of events on the request path.
 type Events struct {
-	// Enabled turns event logging on; when off, logging returns
-	// uum.ErrDisabled.
+	// Enabled turns event logging on; when off, logging validates its
+	// input and buffers nothing.
 	Enabled bool `env:"UUM_ENABLED" envDefault:"true" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
 	// Names is the allow-list of event names; empty allows any valid name.
 	Names []string `env:"UUM_EVENT_NAMES" desc:"Comma-separated allowed event names; empty allows any valid name."`
@@ -150,7 +150,7 @@ func varName(f reflect.StructField) string {
 type Error struct {
 	// Var is the variable, e.g. "UUM_BATCH_SIZE".
 	Var string
-	// Value is the rejected value, trimmed and with any URL password hidden.
+	// Value is the rejected value, trimmed and with URL credentials hidden.
 	// It is empty when Reason itself quotes the bad item of a list, or when
 	// the value is secret.
 	Value string
@@ -215,12 +215,12 @@ func parse(cfg *Config, environ map[string]string) (map[string]bool, error) {
 	// field names repeat across components (Redis.URL, Database.URL).
 	for _, component := range reflect.ValueOf(cfg).Elem().Fields() {
 		err := env.ParseWithOptions(component.Addr().Interface(), opts)
+		if err == nil {
+			continue
+		}
 		var agg env.AggregateError
 		if !errors.As(err, &agg) {
-			if err != nil {
-				return nil, fmt.Errorf("parse environment: %w", err)
-			}
-			continue
+			return nil, fmt.Errorf("parse environment: %w", err)
 		}
 		for _, e := range agg.Errors {
 			var pe env.ParseError
@@ -270,10 +270,19 @@ type report struct {
 // check reports name with reason unless ok holds and its value parsed; a
 // value that did not parse left its field zero, so ok says nothing then.
 func (r *report) check(name string, ok bool, reason string) {
+	r.checkShown(name, r.environ[name], ok, reason)
+}
+
+// checkURL is check for a URL, whose credentials the error hides.
+func (r *report) checkURL(name string, ok bool, reason string) {
+	r.checkShown(name, redact(r.environ[name]), ok, reason)
+}
+
+func (r *report) checkShown(name, shown string, ok bool, reason string) {
 	if ok && !r.unparsed[name] {
 		return
 	}
-	r.errs = append(r.errs, &Error{Var: name, Value: redact(r.environ[name]), Reason: reason})
+	r.errs = append(r.errs, &Error{Var: name, Value: shown, Reason: reason})
 }
 
 // fail reports a problem with one item of a list; reason quotes the item.
@@ -302,8 +311,8 @@ const (
 )
 
 func (c Config) validate(r *report) {
-	r.check("UUM_REDIS_URL", validRedisURL(c.Redis.URL), "must be a redis:// or rediss:// URL with an optional database number 0-15")
-	r.check("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
+	r.checkURL("UUM_REDIS_URL", validRedisURL(c.Redis.URL), "must be a redis:// or rediss:// URL with an optional database number 0-15")
+	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	c.Processor.validate(r)
 	r.check("UUM_CACHE_TTL", c.Cache.TTL >= time.Second, atLeastSecond)
 	c.Events.validate(r)
@@ -392,25 +401,22 @@ func validHostPort(s string) bool {
 	return err == nil
 }
 
-// redact hides the credentials of a URL so errors can be logged: all of
-// the user info, since a password is sometimes given as the user name. An
-// unparsable value loses everything between "://" and its last "@".
+// redact hides credentials so errors can be logged: everything between
+// "://" and the last "@", since a password may be unescaped or given as the
+// user name, and a password query parameter.
 func redact(s string) string {
-	u, err := url.Parse(s)
-	if err == nil {
-		if u.User == nil {
-			return s
+	if at := strings.LastIndex(s, "@"); at >= 0 {
+		if scheme, _, found := strings.Cut(s[:at], "://"); found {
+			s = scheme + "://xxxxx" + s[at:]
+		} else {
+			s = "xxxxx" + s[at:]
 		}
-		u.User = url.User("xxxxx")
-		return u.String()
 	}
-	at := strings.LastIndex(s, "@")
-	if at < 0 {
+	base, query, _ := strings.Cut(s, "?")
+	q, _ := url.ParseQuery(query)
+	if !q.Has("password") {
 		return s
 	}
-	scheme, _, _ := strings.Cut(s[:at], "://")
-	if len(scheme) == at {
-		return "xxxxx" + s[at:]
-	}
-	return scheme + "://xxxxx" + s[at:]
+	q.Set("password", "xxxxx")
+	return base + "?" + q.Encode()
 }

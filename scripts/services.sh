@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # bash -c scripts get their arguments as $0 $1
 # Make sure PostgreSQL and Redis answer at the URLs the service and the tests
 # use, starting project-local servers (data under .data/) when a loopback URL
 # has nothing behind it, and create the databases the URLs name.
@@ -111,7 +112,7 @@ run_as_pg() {
 		if command -v runuser >/dev/null; then
 			(cd / && runuser -u postgres -- "$@")
 		else
-			(cd / && su postgres -s /bin/sh -c '"$0" "$@"' -- "$@")
+			(cd / && su -s /bin/bash -c "$(printf '%q ' "$@")" postgres)
 		fi
 	else
 		"$@"
@@ -132,10 +133,10 @@ apt_install() { # VAR PACKAGE...
 	fi
 	log "installing $* with apt-get"
 	if ((!APT_UPDATED)); then
-		"${sudo[@]}" apt-get update -q >&2 || die "apt-get update failed"
+		"${sudo[@]}" apt-get update -q >&2 9>&- || die "apt-get update failed"
 		APT_UPDATED=1
 	fi
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 ||
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 9>&- ||
 		die "apt-get install $* failed"
 }
 
@@ -195,7 +196,7 @@ ensure_redis() { # VAR
 		--logfile "$dir/redis-$port.log" --pidfile "$dir/redis-$port.pid")
 	[[ -n $pass ]] && args+=(--requirepass "$pass")
 	log "starting project-local redis on $host:$port (log: ${dir#"$ROOT"/}/redis-$port.log)"
-	redis-server "${args[@]}" >&2 || die "redis-server failed to start (see $dir/redis-$port.log)"
+	redis-server "${args[@]}" >&2 9>&- || die "redis-server failed to start (see $dir/redis-$port.log)"
 	local i
 	for ((i = 0; i < 50; i++)); do
 		if redis_answers "$host" "$port"; then
@@ -269,22 +270,26 @@ find_psql() {
 
 # pg_datadir port: where the project-local cluster for that port lives.
 # Normally .data/pg/<port>; when root and the "postgres" user cannot reach
-# the checkout (e.g. under /root), a directory in postgres's home instead.
+# the checkout (e.g. under /root), <postgres home>/uum-<hash of checkout>/<port>.
+pg_alt_base() {
+	local home sum
+	home=$(getent passwd postgres | cut -d: -f6)
+	sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
+	printf '%s' "${home:-/var/lib/postgresql}/uum-$sum"
+}
 pg_datadir() {
-	local port=$1 dir="$DATA/pg/$port" home sum
+	local port=$1 dir alt
+	dir="$DATA/pg/$port"
 	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
-		home=$(getent passwd postgres | cut -d: -f6)
-		sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
-		if [[ -n $home && -d $home/uum-$sum/$port ]]; then
-			dir=$home/uum-$sum/$port
-		elif ! run_as_pg test -x "$DATA" 2>/dev/null && ! run_as_pg test -x "$ROOT" 2>/dev/null; then
-			dir=$home/uum-$sum/$port
+		alt=$(pg_alt_base)/$port
+		if [[ -d $alt ]] || ! run_as_pg test -x "$ROOT" 2>/dev/null; then
+			dir=$alt
 		fi
 	fi
 	printf '%s' "$dir"
 }
 
-# pg_role_user VAR: the role a URL connects as (URL user, PGUSER, OS user).
+# pg_url_user: the role the parsed URL connects as (URL user, PGUSER, OS user).
 pg_url_user() { printf '%s' "${U_USER:-${PGUSER:-$ME}}"; }
 
 # pg_ensure_role host port role: on our own (trust-auth) cluster, create a
@@ -303,7 +308,7 @@ pg_ensure_role() {
 }
 
 pg_start_local() { # VAR host port role
-	local var=$1 host=$2 port=$3 role=$4 datadir ver="" before="" after c
+	local var=$1 host=$2 port=$3 role=$4 datadir ver="" before="" after
 	datadir=$(pg_datadir "$port")
 	[[ -f $datadir/PG_VERSION ]] && ver=$(<"$datadir/PG_VERSION")
 
@@ -316,24 +321,23 @@ pg_start_local() { # VAR host port role
 		# it (it is empty) so a trust-auth project-local one can take over.
 		if command -v pg_lsclusters >/dev/null; then
 			after=$(pg_lsclusters -h 2>/dev/null || true)
-			while read -r c; do
-				set -- $c
-				[[ ${3:-} == "$port" ]] || continue
-				grep -qxF "$c" <<<"$before" && continue
-				log "removing the empty default cluster $1/$2 that apt-get just created on port $port"
-				local sudo=()
-				((IS_ROOT)) || sudo=(sudo)
-				"${sudo[@]}" pg_dropcluster --stop "$1" "$2" >&2 || die "pg_dropcluster $1 $2 failed"
+			local cver cname cport sudo=()
+			((IS_ROOT)) || sudo=(sudo)
+			while read -r cver cname cport _; do
+				[[ $cport == "$port" ]] || continue
+				grep -qE "^$cver +$cname +" <<<"$before" && continue
+				log "removing the empty default cluster $cver/$cname that apt-get just created on port $port"
+				"${sudo[@]}" pg_dropcluster --stop "$cver" "$cname" >&2 9>&- ||
+					die "pg_dropcluster $cver $cname failed"
 			done <<<"$after"
-			set -- # restore nothing; positional args unused below
 		fi
 		if pg_wait "$host" "$port" 1; then
 			log "postgres ok at $host:$port (system service)"
 			return 0
 		fi
 	fi
-	local have
-	have=$("$PGBIN/pg_ctl" --version | grep -oE '[0-9]+' | head -n1)
+	local have=""
+	[[ $("$PGBIN/pg_ctl" --version) =~ ([0-9]+) ]] && have=${BASH_REMATCH[1]}
 	[[ -z $ver || $ver == "$have" ]] ||
 		die "$datadir was created by PostgreSQL $ver but $PGBIN is version $have; remove it or install PostgreSQL $ver"
 
@@ -341,6 +345,7 @@ pg_start_local() { # VAR host port role
 		id postgres >/dev/null 2>&1 ||
 			die "running as root but there is no 'postgres' user to own the project-local cluster"
 		mkdir -p "${datadir%/*}"
+		[[ $datadir == "$DATA"/* ]] && chmod a+x "$DATA" "$DATA/pg"
 		[[ -d $datadir ]] || install -d -m 700 -o postgres -g "$(id -gn postgres)" "$datadir"
 	else
 		mkdir -p "$datadir"
@@ -363,7 +368,7 @@ pg_start_local() { # VAR host port role
 	local listen=$host
 	log "starting project-local postgres on $host:$port (log: ${datadir#"$ROOT"/}/server.log)"
 	if ! run_as_pg "$PGBIN/pg_ctl" -D "$datadir" -l "$datadir/server.log" -w -t 60 \
-		-o "-c listen_addresses='$listen' -p $port -k '$sock' -c max_connections=300" start >/dev/null; then
+		-o "-c listen_addresses='$listen' -p $port -k '$sock' -c max_connections=300" start >/dev/null 9>&-; then
 		tail -n 20 "$datadir/server.log" >&2 2>/dev/null || true
 		die "postgres failed to start on $host:$port (see $datadir/server.log)"
 	fi
@@ -446,27 +451,25 @@ ensure_database() { # VAR (U_* still set from ensure_postgres)
 # ---------------------------------------------------------------- stop
 
 stop_local() {
-	local f port d datadir
+	local f port d datadir pid i
 	shopt -s nullglob
 	for f in "$DATA"/redis/redis-*.pid; do
 		port=${f##*/redis-}
 		port=${port%.pid}
-		if kill -0 "$(<"$f")" 2>/dev/null; then
+		pid=$(<"$f")
+		if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
 			log "stopping project-local redis on port $port"
-			if command -v redis-cli >/dev/null; then
-				redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$(<"$f")" 2>/dev/null || true
-			else
-				kill "$(<"$f")" 2>/dev/null || true
-			fi
+			kill "$pid" 2>/dev/null || true # SIGTERM: redis shuts down (nothing to save)
+			for ((i = 0; i < 50; i++)); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.2
+			done
 		fi
 		rm -f "$f"
 	done
 	local dirs=("$DATA"/pg/*/)
 	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
-		local home sum
-		home=$(getent passwd postgres | cut -d: -f6)
-		sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
-		dirs+=("$home"/uum-"$sum"/*/)
+		dirs+=("$(pg_alt_base)"/*/)
 	fi
 	for d in "${dirs[@]}"; do
 		datadir=${d%/}
@@ -482,8 +485,9 @@ stop_local() {
 mode=${1:-all}
 mkdir -p "$DATA"
 if command -v flock >/dev/null; then
+	# Servers and apt-get are started with 9>&- so they do not keep the lock.
 	exec 9>"$DATA/.services.lock"
-	flock 9
+	flock -w 600 9 || die "another scripts/services.sh has held $DATA/.services.lock for 10 minutes"
 fi
 
 case $mode in
