@@ -183,8 +183,9 @@ func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.C
 }
 
 // run is the batch loop. While one batch commits, the next is prepared
-// (peeked past the current one, decoded, deduped, checked against the
-// cache), overlapping Redis and Postgres work.
+// (decoded, deduped, checked against the cache), overlapping Redis and
+// Postgres work. The next batch is peeked before the current one is
+// trimmed, past its entries, so the trim cannot shift what it reads.
 func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error) {
 	var sum Summary
 	depth, err := d.buf.Len(ctx)
@@ -195,65 +196,64 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		d.logger.WarnContext(ctx, "buffer over max queue depth", "queue_depth", depth, "max_queue_depth", d.cfg.MaxQueueDepth)
 		_ = d.stats.Incr(MetricQueueOverflow, nil, 1) // statsd is best-effort UDP
 	}
-	next, err := d.prepare(ctx, 0)
-	for sum.Iterations < d.cfg.MaxIterations {
+	raw, err := d.peek(ctx, 0)
+	if err != nil {
+		return sum, err
+	}
+	next := d.prepare(ctx, raw)
+	for len(next.raw) > 0 && sum.Iterations < d.cfg.MaxIterations {
+		cur := next
+		var prefetched chan *batch
+		var peekErr error
+		if sum.Iterations+1 < d.cfg.MaxIterations {
+			if raw, peekErr = d.peek(ctx, len(cur.raw)); len(raw) > 0 {
+				prefetched = make(chan *batch, 1)
+				go func() { prefetched <- d.prepare(ctx, raw) }()
+			}
+		}
+		err := d.finish(ctx, lease, cur)
+		next = &batch{}
+		if prefetched != nil {
+			next = <-prefetched
+		}
 		if err != nil {
 			return sum, err
-		}
-		if len(next.raw) == 0 {
-			break
-		}
-		cur := next
-		var prefetched chan prepared
-		if sum.Iterations+1 < d.cfg.MaxIterations && len(cur.raw) == d.cfg.BatchSize {
-			prefetched = make(chan prepared, 1)
-			go func() {
-				b, err := d.prepare(ctx, len(cur.raw))
-				prefetched <- prepared{b, err}
-			}()
-		}
-		ferr := d.finish(ctx, lease, cur)
-		switch {
-		case prefetched != nil:
-			p := <-prefetched
-			next, err = p.b, p.err
-		case ferr == nil && sum.Iterations+1 < d.cfg.MaxIterations:
-			// A short batch emptied the buffer as it was; look again
-			// for entries pushed meanwhile.
-			next, err = d.prepare(ctx, 0)
-		default:
-			next, err = &batch{}, nil
-		}
-		if ferr != nil {
-			return sum, ferr
 		}
 		sum.Iterations++
 		sum.EventsProcessed += len(cur.raw)
 		sum.DBQueries += len(cur.unseen)
 		sum.DBInserts += len(cur.result.Inserted)
 		sum.DeadLettered += len(cur.dead)
-		if err == nil && ctx.Err() != nil {
-			err = ctx.Err()
+		if peekErr != nil {
+			return sum, peekErr
+		}
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		if prefetched == nil && sum.Iterations < d.cfg.MaxIterations {
+			// The batch emptied the buffer as it was; look again for
+			// entries pushed meanwhile.
+			if raw, err = d.peek(ctx, 0); err != nil {
+				return sum, err
+			}
+			next = d.prepare(ctx, raw)
 		}
 	}
 	return sum, nil
 }
 
-type prepared struct {
-	b   *batch
-	err error
+// peek reads the batch after the skip oldest entries.
+func (d *Drainer) peek(ctx context.Context, skip int) ([]string, error) {
+	raw, err := d.buf.Peek(ctx, skip, d.cfg.BatchSize)
+	return raw, step("peek", err)
 }
 
-// prepare runs the steps before the commit on the batch after the skip
-// oldest entries: peek, decode, dedupe, seen-cache filter.
-func (d *Drainer) prepare(ctx context.Context, skip int) (*batch, error) {
-	raw, err := d.buf.Peek(ctx, skip, d.cfg.BatchSize)
-	if err != nil {
-		return nil, step("peek", err)
-	}
+// prepare runs the steps before the commit: decode, dedupe, seen-cache
+// filter.
+func (d *Drainer) prepare(ctx context.Context, raw []string) *batch {
 	b := &batch{raw: raw}
 	if len(raw) == 0 {
-		return b, nil
+		return b
 	}
 	b.decode()
 	b.dedupe()
@@ -264,7 +264,7 @@ func (d *Drainer) prepare(ctx context.Context, skip int) (*batch, error) {
 		hits = make([]bool, len(b.pairs))
 	}
 	b.filterSeen(hits)
-	return b, nil
+	return b
 }
 
 // finish commits the batch, then marks the cache, emits the increments

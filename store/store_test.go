@@ -32,13 +32,13 @@ func TestStore(t *testing.T) {
 	t.Run("CommitBatchReturnsOnlyNewPairsAndUpdatesTotals", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}, {u2, "a"}, {u1, "b"}}})
+		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "a"}, {UserID: u1, Name: "b"}}})
 		require.NoError(t, err)
-		require.ElementsMatch(t, []uum.Pair{{u1, "a"}, {u2, "a"}, {u1, "b"}}, res.Inserted)
+		require.ElementsMatch(t, []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "a"}, {UserID: u1, Name: "b"}}, res.Inserted)
 
-		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}, {u2, "b"}}})
+		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "b"}}})
 		require.NoError(t, err)
-		require.Equal(t, []uum.Pair{{u2, "b"}}, res.Inserted)
+		require.Equal(t, []uum.Pair{{UserID: u2, Name: "b"}}, res.Inserted)
 
 		counts, err := b.store.UniqueCounts(ctx, "")
 		require.NoError(t, err)
@@ -86,12 +86,12 @@ func TestStore(t *testing.T) {
 	t.Run("EventLogged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{u1, "a"}}})
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}}})
 		require.NoError(t, err)
-		ok, err := b.store.EventLogged(ctx, uum.Pair{u1, "a"})
+		ok, err := b.store.EventLogged(ctx, uum.Pair{UserID: u1, Name: "a"})
 		require.NoError(t, err)
 		require.True(t, ok)
-		ok, err = b.store.EventLogged(ctx, uum.Pair{u2, "a"})
+		ok, err = b.store.EventLogged(ctx, uum.Pair{UserID: u2, Name: "a"})
 		require.NoError(t, err)
 		require.False(t, ok)
 	})

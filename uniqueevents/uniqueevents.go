@@ -236,7 +236,7 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 	p := uum.Pair{UserID: id, Name: name}
 	if c.seen != nil {
 		hits, err := c.seen.Seen(ctx, []uum.Pair{p})
-		if err == nil && hits[0] {
+		if err == nil && len(hits) == 1 && hits[0] {
 			return true, nil
 		}
 		if err != nil {

@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())

@@ -1,0 +1,70 @@
+# Set-up and day-to-day commands. `make run` starts the service (API and
+# processor), `make test` runs the tests; both start PostgreSQL and Redis
+# first if nothing answers at the configured URLs (scripts/services.sh).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+
+# The tests' services; the service itself reads UUM_DATABASE_URL and
+# UUM_REDIS_URL (see scripts/services.sh for their defaults).
+export TEST_DATABASE_URL ?= postgres://127.0.0.1:5432/uum_test?sslmode=disable
+export TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+# -race needs cgo, which Go turns off when it finds no C compiler. RACE=auto
+# uses -race when cgo is on, RACE=1 always, RACE=0 never.
+RACE ?= auto
+ifeq ($(RACE),auto)
+RACE_FLAG = $(if $(filter 1,$(shell $(GO) env CGO_ENABLED 2>/dev/null)),-race)
+else ifeq ($(RACE),0)
+RACE_FLAG :=
+else
+RACE_FLAG := -race
+endif
+
+# Go files outside .data/ (database files) and .bin/.
+GOFILES_CMD := find . \( -path ./.data -o -path ./.bin -o -path ./.git -o -path ./vendor \) -prune -o -name '*.go' -print
+
+.PHONY: help run test bench build fmt vet lint services services-stop clean
+
+help: ## List the targets
+	@echo 'usage: make TARGET'
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## Start the whole service (PostgreSQL and Redis if needed, then API + processor)
+	@scripts/run.sh
+
+test: ## Run the tests (starts PostgreSQL and Redis if needed)
+	@scripts/services.sh test
+	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
+	$(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...
+
+bench: ## Run the benchmarks
+	@scripts/services.sh test
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+build: ## Build the binaries into .bin/
+	$(GO) build -o .bin/api ./cmd/api
+	$(GO) build -o .bin/processor ./cmd/processor
+
+fmt: ## Format the Go code
+	@$(GOFILES_CMD) | xargs -r gofmt -w
+
+vet: ## Run go vet
+	$(GO) vet ./...
+
+lint: ## Check formatting (gofmt) and run go vet
+	@files=$$($(GOFILES_CMD) | xargs -r gofmt -l); \
+	if [ -n "$$files" ]; then echo "lint: these files need gofmt (run make fmt):" >&2; echo "$$files" >&2; exit 1; fi
+	$(GO) vet ./...
+
+services: ## Make sure PostgreSQL and Redis are up for both run and test
+	@scripts/services.sh all
+
+services-stop: ## Stop the PostgreSQL and Redis that scripts/services.sh started
+	@scripts/services.sh stop
+
+clean: ## Remove build output (.bin/); .data/ keeps the local databases
+	rm -rf .bin

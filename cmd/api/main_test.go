@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	// dbtest keeps one admin pool per test binary open until the process
+	// exits; its health-check goroutine is the only one allowed to outlive
+	// the tests. run's own pool is closed by run.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+}
+
+const (
+	ingestToken = "ingest-token-0123456789"
+	readToken   = "read-token-0123456789"
+	userID      = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
+	// runTimeout is the safety net for run starting or stopping; the
+	// tests wait on signals, not on this.
+	runTimeout = 20 * time.Second
+)
+
+type testBundle struct {
+	env    map[string]string
+	rdb    *redis.Client
+	prefix string
+	logs   *syncBuffer
+	client *http.Client
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	_, dbURL := dbtest.Schema(t)
+	rdb, prefix := redistest.Real(t)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	b := &testBundle{
+		env: map[string]string{
+			"UUM_DATABASE_URL": dbURL,
+			"UUM_REDIS_URL":    redistest.URL(),
+			"UUM_KEY_PREFIX":   prefix,
+			"UUM_API_ADDR":     "127.0.0.1:0",
+			"UUM_STATSD_ADDR":  "",
+			"UUM_API_TOKENS":   "ingest:" + ingestToken + ",read:" + readToken,
+		},
+		rdb:    rdb,
+		prefix: prefix,
+		logs:   &syncBuffer{},
+		client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("api logs:\n%s", b.logs.String())
+		}
+	})
+	return b
+}
+
+func (b *testBundle) lookup(name string) (string, bool) {
+	v, ok := b.env[name]
+	return v, ok
+}
+
+// server is run running in a goroutine.
+type server struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// start runs run until the test ends and returns once it listens.
+func (b *testBundle) start(t *testing.T) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	s := &server{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- run(ctx, b.lookup, b.logs, func(a net.Addr) { addr <- a }) }()
+	t.Cleanup(func() { _ = s.stop(t) })
+	select {
+	case a := <-addr:
+		s.base = "http://" + a.String()
+	case err := <-s.done:
+		s.once.Do(func() { s.err = err })
+		t.Fatalf("run returned before listening: %v", err)
+	case <-time.After(runTimeout):
+		t.Fatal("run did not listen")
+	}
+	return s
+}
+
+// stop cancels run's context and returns what run returned.
+func (s *server) stop(t *testing.T) error {
+	t.Helper()
+	s.once.Do(func() {
+		s.cancel()
+		select {
+		case s.err = <-s.done:
+		case <-time.After(runTimeout):
+			t.Error("run did not return after cancel")
+		}
+	})
+	return s.err
+}
+
+func (b *testBundle) do(t *testing.T, method, url, token string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := b.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, got
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BuffersPostedEvents", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_TRACKED_FACILITY_IDS"] = "757"
+		b.env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
+		s := b.start(t)
+
+		status, body := b.do(t, http.MethodPost, s.base+"/v1/events", ingestToken,
+			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed","mhv_inbox_accessed"],"user_facility_ids":["757"]}`)
+		require.Equal(t, http.StatusAccepted, status, string(body))
+		require.JSONEq(t, `{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757","mhv_inbox_accessed"]}`, string(body))
+
+		entries, err := b.rdb.LRange(t.Context(), b.prefix+"{buffer:0}:pending", 0, -1).Result()
+		require.NoError(t, err)
+		id, err := uum.ParseUUID("user_id", userID)
+		require.NoError(t, err)
+		var want []string
+		for _, n := range []string{"mhv_rx_accessed", "mhv_rx_accessed_oh_site_757", "mhv_inbox_accessed"} {
+			want = append(want, string(uum.Event{UserID: id, Name: n}.MarshalWire()))
+		}
+		require.ElementsMatch(t, want, entries)
+	})
+
+	t.Run("RejectsUnauthenticatedPost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := b.start(t)
+
+		status, _ := b.do(t, http.MethodPost, s.base+"/v1/events", readToken,
+			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed"]}`)
+		require.Equal(t, http.StatusForbidden, status)
+		n, err := b.rdb.LLen(t.Context(), b.prefix+"{buffer:0}:pending").Result()
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
+	t.Run("ReadyWhenDependenciesAnswer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := b.start(t)
+
+		status, body := b.do(t, http.MethodGet, s.base+"/readyz", "", "")
+		require.Equal(t, http.StatusOK, status, string(body))
+		require.JSONEq(t, `{"status":"ready","checks":{"redis":"ok","postgres":"ok"}}`, string(body))
+	})
+
+	t.Run("ShutsDownGracefullyOnCancel", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s := b.start(t)
+		status, _ := b.do(t, http.MethodGet, s.base+"/healthz", "", "")
+		require.Equal(t, http.StatusOK, status)
+
+		require.NoError(t, s.stop(t))
+		require.Contains(t, b.logs.String(), `"msg":"api stopping"`)
+		_, err := net.DialTimeout("tcp", strings.TrimPrefix(s.base, "http://"), time.Second)
+		require.Error(t, err, "the listener is closed")
+	})
+
+	t.Run("ConfigErrorNamesVariable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_BATCH_SIZE"] = "0"
+
+		err := run(t.Context(), b.lookup, b.logs, func(net.Addr) { t.Error("listened despite bad config") })
+		var cerr *config.Error
+		require.ErrorAs(t, err, &cerr, "main exits 2 on a *config.Error")
+		require.Equal(t, "UUM_BATCH_SIZE", cerr.Var)
+		require.ErrorContains(t, err, `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+	})
+
+	t.Run("UnreachableRedisFailsStart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_REDIS_URL"] = "redis://127.0.0.1:1/0"
+
+		done := make(chan error, 1)
+		go func() {
+			done <- run(t.Context(), b.lookup, b.logs, func(net.Addr) { t.Error("listened without redis") })
+		}()
+		select {
+		case err := <-done:
+			require.ErrorContains(t, err, "ping redis")
+			var cerr *config.Error
+			require.False(t, errors.As(err, &cerr), "main exits 1, not 2")
+		case <-time.After(runTimeout):
+			t.Fatal("run hung on an unreachable redis")
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
+// logger and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

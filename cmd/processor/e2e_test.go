@@ -1,0 +1,201 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	ingestToken = "ingest-token-0123456789"
+	readToken   = "read-token-0123456789"
+)
+
+// TestAPIBinary runs the newcomer's first hour end to end: the api binary,
+// built from this module and run as a subprocess, buffers events over
+// HTTP; `processor -once`, in process, drains them; the api then serves
+// the counts. The two commands are separate main packages, so one of them
+// has to be a subprocess.
+func TestAPIBinary(t *testing.T) {
+	t.Parallel()
+	bin := buildAPI(t)
+
+	t.Run("NewcomerFlow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_API_TOKENS"] = "ingest:" + ingestToken + ",read:" + readToken
+		b.env["UUM_TRACKED_FACILITY_IDS"] = "757"
+		b.env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
+		base := b.startAPI(t, bin)
+
+		b.post(t, base, `{"user_id":"`+userA+`","event_names":["mhv_rx_accessed","mhv_inbox_accessed"],"user_facility_ids":["757"]}`,
+			`{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757","mhv_inbox_accessed"]}`)
+		b.post(t, base, `{"user_id":"`+userB+`","event_names":["mhv_rx_accessed","mhv_appointments_accessed"]}`,
+			`{"buffered_events":["mhv_rx_accessed","mhv_appointments_accessed"]}`)
+		b.post(t, base, `{"user_id":"`+userA+`","event_names":["mhv_rx_accessed"],"user_facility_ids":["757"]}`,
+			`{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757"]}`)
+
+		sum := b.once(t)
+		require.Equal(t, 7.0, sum["events_processed"])
+		require.Equal(t, 5.0, sum["db_inserts"])
+		require.Equal(t, 0.0, sum["dead_lettered"])
+		require.Equal(t, 0.0, sum["queue_depth"])
+
+		require.JSONEq(t, `{"counts":[
+			{"event_name":"mhv_appointments_accessed","unique_users":1},
+			{"event_name":"mhv_inbox_accessed","unique_users":1},
+			{"event_name":"mhv_rx_accessed","unique_users":2},
+			{"event_name":"mhv_rx_accessed_oh_site_757","unique_users":1}]}`,
+			b.get(t, base+"/v1/unique-counts"))
+		require.JSONEq(t, `{"counts":[{"event_name":"mhv_rx_accessed","unique_users":2}]}`,
+			b.get(t, base+"/v1/unique-counts?event_name=mhv_rx_accessed"))
+		require.JSONEq(t, `{"user_id":"`+userA+`","event_name":"mhv_rx_accessed_oh_site_757","logged":true}`,
+			b.get(t, base+"/v1/events/"+userA+"/mhv_rx_accessed_oh_site_757"))
+		require.JSONEq(t, `{"user_id":"`+userB+`","event_name":"mhv_appointments_accessed","logged":true}`,
+			b.get(t, base+"/v1/events/"+userB+"/mhv_appointments_accessed"))
+		require.JSONEq(t, `{"user_id":"`+userB+`","event_name":"mhv_inbox_accessed","logged":false}`,
+			b.get(t, base+"/v1/events/"+userB+"/mhv_inbox_accessed"))
+	})
+
+	t.Run("ExitsTwoOnConfigError", func(t *testing.T) {
+		t.Parallel()
+		cmd := exec.CommandContext(t.Context(), bin)
+		cmd.Env = environ(map[string]string{"UUM_BATCH_SIZE": "0"})
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		require.Equal(t, 2, exit.ExitCode())
+		require.Contains(t, stderr.String(), `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+	})
+}
+
+// buildAPI builds cmd/api into a temporary directory.
+func buildAPI(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go tool builds the api binary")
+	bin := filepath.Join(t.TempDir(), "api")
+	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/uumhq/uum/cmd/api")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build cmd/api:\n%s", out)
+	return bin
+}
+
+// startAPI starts the api binary with the bundle's environment on a free
+// port, waits until it answers /healthz and returns its base URL. At
+// cleanup it sends SIGTERM and requires a clean exit.
+func (b *testBundle) startAPI(t *testing.T, bin string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	b.env["UUM_API_ADDR"] = addr
+
+	cmd := exec.Command(bin)
+	cmd.Env = environ(b.env)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "api exits 0 on SIGTERM; logs:\n%s", logs.String())
+		case <-time.After(runTimeout):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("api did not exit on SIGTERM; logs:\n%s", logs.String())
+		}
+	})
+
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-exited:
+			exited <- err // for the check below and the cleanup
+			return true
+		default:
+		}
+		resp, err := httpClient.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 20*time.Millisecond, "api answers /healthz; logs:\n%s", logs)
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("api exited at start: %v; logs:\n%s", err, logs.String())
+	default:
+	}
+	return base
+}
+
+// httpClient opens a connection per request, so no keep-alive goroutine
+// outlives the tests.
+var httpClient = &http.Client{
+	Transport: &http.Transport{DisableKeepAlives: true},
+	Timeout:   10 * time.Second,
+}
+
+// environ is the test process's environment without UUM_ variables, plus
+// vars.
+func environ(vars map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "UUM_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (b *testBundle) post(t *testing.T, base, body, want string) {
+	t.Helper()
+	status, got := b.request(t, http.MethodPost, base+"/v1/events", ingestToken, body)
+	require.Equal(t, http.StatusAccepted, status, got)
+	require.JSONEq(t, want, got)
+}
+
+func (b *testBundle) get(t *testing.T, url string) string {
+	t.Helper()
+	status, got := b.request(t, http.MethodGet, url, readToken, "")
+	require.Equal(t, http.StatusOK, status, got)
+	return got
+}
+
+func (b *testBundle) request(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(got)
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	// dbtest keeps one admin pool per test binary open until the process
+	// exits; its health-check goroutine is the only one allowed to outlive
+	// the tests. run's own pool is closed by run.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+}
+
+const (
+	userA = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
+	userB = "0b9d2c4e-7a51-4f3e-8d6c-2e1f0a9b8c7d"
+	// runTimeout is the safety net for run returning; the tests wait on
+	// signals, not on this.
+	runTimeout = 40 * time.Second
+)
+
+type testBundle struct {
+	env    map[string]string
+	pool   *pgxpool.Pool
+	rdb    *redis.Client
+	prefix string
+	stdout *syncBuffer
+	stderr *syncBuffer
+}
+
+// setup gives the test its own schema and key prefix on DB 0 of the test
+// Redis.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool, dbURL := dbtest.Schema(t)
+	rdb, prefix := redistest.Real(t)
+	return newBundle(t, pool, dbURL, rdb, prefix, redistest.URL())
+}
+
+// setupExclusive is setup on a Redis database of its own, for asynq.
+func setupExclusive(t *testing.T) *testBundle {
+	t.Helper()
+	pool, dbURL := dbtest.Schema(t)
+	opt := redistest.ExclusiveDB(t)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	u, err := url.Parse(redistest.URL())
+	require.NoError(t, err)
+	u.Path = "/" + strconv.Itoa(opt.DB)
+	return newBundle(t, pool, dbURL, rdb, redistest.Prefix(t), u.String())
+}
+
+func newBundle(t *testing.T, pool *pgxpool.Pool, dbURL string, rdb *redis.Client, prefix, redisURL string) *testBundle {
+	b := &testBundle{
+		env: map[string]string{
+			"UUM_DATABASE_URL": dbURL,
+			"UUM_REDIS_URL":    redisURL,
+			"UUM_KEY_PREFIX":   prefix,
+			"UUM_API_ADDR":     "127.0.0.1:0",
+			"UUM_STATSD_ADDR":  "",
+			"UUM_API_TOKENS":   "admin:admin-token-0123456789",
+		},
+		pool:   pool,
+		rdb:    rdb,
+		prefix: prefix,
+		stdout: &syncBuffer{},
+		stderr: &syncBuffer{},
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("processor stderr:\n%s", b.stderr.String())
+		}
+	})
+	return b
+}
+
+func (b *testBundle) lookup(name string) (string, bool) {
+	v, ok := b.env[name]
+	return v, ok
+}
+
+func (b *testBundle) run(t *testing.T, args ...string) error {
+	t.Helper()
+	return run(t.Context(), args, b.lookup, b.stdout, b.stderr)
+}
+
+// once runs `processor -once` and returns the summary line decoded.
+func (b *testBundle) once(t *testing.T) map[string]any {
+	t.Helper()
+	require.NoError(t, b.run(t, "-once"))
+	out := b.stdout.String()
+	require.True(t, strings.HasSuffix(out, "\n"), "summary ends its line: %q", out)
+	require.Equal(t, 1, strings.Count(out, "\n"), "exactly one line: %q", out)
+	var sum map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &sum))
+	return sum
+}
+
+func (b *testBundle) push(t *testing.T, entries ...string) {
+	t.Helper()
+	args := make([]any, len(entries))
+	for i, e := range entries {
+		args[i] = e
+	}
+	require.NoError(t, b.rdb.LPush(t.Context(), b.prefix+"{buffer:0}:pending", args...).Err())
+}
+
+func (b *testBundle) pending(t *testing.T) int64 {
+	t.Helper()
+	n, err := b.rdb.LLen(t.Context(), b.prefix+"{buffer:0}:pending").Result()
+	require.NoError(t, err)
+	return n
+}
+
+func (b *testBundle) count(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(t.Context(), query, args...).Scan(&n))
+	return n
+}
+
+func wire(user, name string) string {
+	return `{"v":1,"user_id":"` + user + `","event_name":"` + name + `"}`
+}
+
+func TestRunOnce(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EmptyBufferPrintsOneSummaryLine", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+
+		sum := b.once(t)
+		keys := make([]string, 0, len(sum))
+		for k := range sum {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		require.Equal(t, []string{"db_inserts", "db_queries", "dead_lettered", "duration_ms",
+			"events_processed", "iterations", "queue_depth", "skipped"}, keys)
+		require.Equal(t, false, sum["skipped"])
+		require.InDelta(t, 0, sum["iterations"], 0)
+		require.InDelta(t, 0, sum["events_processed"], 0)
+	})
+
+	t.Run("DrainsValidAndDeadLettersGarbage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.push(t,
+			wire(userA, "mhv_rx_accessed"),
+			wire(userB, "mhv_rx_accessed"),
+			wire(userA, "mhv_rx_accessed"), // duplicate pair in the batch
+			wire(userA, "mhv_inbox_accessed"),
+			"garbage",
+		)
+
+		sum := b.once(t)
+		require.Equal(t, map[string]any{
+			"iterations":       1.0,
+			"events_processed": 5.0,
+			"db_queries":       3.0,
+			"db_inserts":       3.0,
+			"dead_lettered":    1.0,
+			"queue_depth":      0.0,
+			"duration_ms":      sum["duration_ms"],
+			"skipped":          false,
+		}, sum)
+
+		require.Equal(t, 3, b.count(t, "SELECT count(*) FROM unique_user_events"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM unique_user_events WHERE user_id = $1 AND event_name = 'mhv_inbox_accessed'", userA))
+		require.Equal(t, 2, b.count(t, "SELECT unique_users FROM unique_event_totals WHERE event_name = 'mhv_rx_accessed'"))
+		require.Equal(t, 1, b.count(t, "SELECT unique_users FROM unique_event_totals WHERE event_name = 'mhv_inbox_accessed'"))
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM dead_letters WHERE raw = 'garbage'::bytea"))
+		require.Zero(t, b.pending(t), "the drained entries are trimmed")
+	})
+
+	t.Run("SkipsWhileLeaseHeld", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.push(t, wire(userA, "mhv_rx_accessed"))
+		require.NoError(t, b.rdb.Set(t.Context(), b.prefix+"{buffer:0}:lease", "another-drainer", time.Minute).Err())
+
+		sum := b.once(t)
+		require.Equal(t, true, sum["skipped"])
+		require.Equal(t, int64(1), b.pending(t), "nothing is trimmed")
+		require.Zero(t, b.count(t, "SELECT count(*) FROM unique_user_events"))
+	})
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ConfigErrorIsTwoAndNamesVariable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_BATCH_SIZE"] = "0"
+
+		err := b.run(t, "-once")
+		var cerr *config.Error
+		require.ErrorAs(t, err, &cerr)
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(err, &stderr))
+		require.Contains(t, stderr.String(), `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+		require.Empty(t, b.stdout.String())
+	})
+
+	t.Run("UnknownFlagIsTwo", func(t *testing.T) {
+		t.Parallel()
+		b := &testBundle{stdout: &syncBuffer{}, stderr: &syncBuffer{}} // run stops before reading the environment
+
+		err := b.run(t, "-bogus")
+		require.Error(t, err)
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(err, &stderr))
+		require.Contains(t, stderr.String(), "-bogus")
+		require.Contains(t, b.stderr.String(), "Usage of processor", "the flag set prints its usage")
+	})
+
+	t.Run("UnexpectedArgumentIsTwo", func(t *testing.T) {
+		t.Parallel()
+		b := &testBundle{stdout: &syncBuffer{}, stderr: &syncBuffer{}} // run stops before reading the environment
+
+		err := b.run(t, "-once", "extra")
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(err, &stderr))
+		require.Contains(t, stderr.String(), `"extra"`)
+	})
+
+	t.Run("PostgresFailureIsOne", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.env["UUM_DATABASE_URL"] = "postgres://127.0.0.1:1/uum?sslmode=disable&connect_timeout=5"
+
+		err := b.run(t, "-once")
+		require.Error(t, err)
+		var stderr bytes.Buffer
+		require.Equal(t, 1, exitCode(err, &stderr))
+		require.True(t, strings.HasPrefix(stderr.String(), "processor: "), stderr.String())
+		require.Empty(t, b.stdout.String())
+	})
+
+	t.Run("SuccessIsZero", func(t *testing.T) {
+		t.Parallel()
+		var stderr bytes.Buffer
+		require.Equal(t, 0, exitCode(nil, &stderr))
+		require.Empty(t, stderr.String())
+	})
+}
+
+func TestRunService(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DrainsPeriodicallyAndStopsGracefully", func(t *testing.T) {
+		t.Parallel()
+		b := setupExclusive(t)
+		b.env["UUM_DRAIN_INTERVAL"] = "1s"
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, nil, b.lookup, b.stdout, b.stderr) }()
+
+		b.push(t, wire(userA, "mhv_rx_accessed"), wire(userB, "mhv_rx_accessed"), wire(userB, "mhv_inbox_accessed"))
+		// The conditions run off the test goroutine, so they must not
+		// call require.
+		require.Eventually(t, func() bool {
+			var n int
+			err := b.pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&n)
+			return err == nil && n == 3
+		}, 20*time.Second, 50*time.Millisecond, "the scheduled drain commits the buffer")
+		require.Eventually(t, func() bool {
+			n, err := b.rdb.LLen(ctx, b.prefix+"{buffer:0}:pending").Result()
+			return err == nil && n == 0
+		}, 10*time.Second, 20*time.Millisecond, "the drain trims what it committed")
+
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(runTimeout):
+			t.Fatal("run did not return after cancel")
+		}
+		require.Contains(t, b.stderr.String(), `"msg":"processor stopping"`)
+		require.Empty(t, b.stdout.String(), "the service prints no summary")
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
+// logger and the test's reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,517 @@
+package processor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/store"
+)
+
+type testBundle struct {
+	cfg    config.Processor
+	rdb    *redis.Client
+	prefix string
+	pool   *pgxpool.Pool
+	store  *store.Store
+	db     *faultyStore
+	buf    *buffer.List
+	seen   *seencache.Cache
+	stats  *statsdtest.Listener
+	logs   *syncBuffer
+}
+
+func defaultConfig() config.Processor {
+	return config.Processor{BatchSize: 500, MaxIterations: 20, MaxQueueDepth: 10000, LeaseTTL: 30 * time.Second, DrainInterval: time.Minute, MaxRetry: 3}
+}
+
+func setup(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) *testBundle {
+	t.Helper()
+	pool, _ := dbtest.Schema(t)
+	rdb, prefix := newRedis(t)
+	st := store.New(pool)
+	return &testBundle{
+		cfg:    defaultConfig(),
+		rdb:    rdb,
+		prefix: prefix,
+		pool:   pool,
+		store:  st,
+		db:     &faultyStore{next: st},
+		buf:    buffer.New(rdb, prefix, 0),
+		seen:   seencache.New(rdb, prefix, time.Hour, st),
+		stats:  statsdtest.New(t),
+		logs:   &syncBuffer{},
+	}
+}
+
+func (b *testBundle) drainer() *processor.Drainer {
+	logger := slog.New(slog.NewTextHandler(b.logs, nil))
+	return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, logger)
+}
+
+func (b *testBundle) drain(t *testing.T) processor.Summary {
+	t.Helper()
+	sum, err := b.drainer().Drain(context.Background())
+	require.NoError(t, err)
+	return sum
+}
+
+func (b *testBundle) push(t *testing.T, entries ...string) {
+	t.Helper()
+	raw := make([][]byte, len(entries))
+	for i, e := range entries {
+		raw[i] = []byte(e)
+	}
+	require.NoError(t, b.buf.Push(context.Background(), raw))
+}
+
+func (b *testBundle) pushEvents(t *testing.T, pairs ...uum.Pair) {
+	t.Helper()
+	entries := make([]string, len(pairs))
+	for i, p := range pairs {
+		entries[i] = string(uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire())
+	}
+	b.push(t, entries...)
+}
+
+func (b *testBundle) rows(t *testing.T) map[uum.Pair]bool {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT user_id, event_name FROM unique_user_events`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := make(map[uum.Pair]bool)
+	for rows.Next() {
+		var p uum.Pair
+		require.NoError(t, rows.Scan((*[16]byte)(&p.UserID), &p.Name))
+		out[p] = true
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func (b *testBundle) totals(t *testing.T) map[string]int64 {
+	t.Helper()
+	counts, err := b.store.UniqueCounts(context.Background(), "")
+	require.NoError(t, err)
+	out := make(map[string]int64)
+	for _, c := range counts {
+		out[c.EventName] = c.UniqueUsers
+	}
+	return out
+}
+
+func (b *testBundle) pending(t *testing.T) []string {
+	t.Helper()
+	all, err := b.buf.Peek(context.Background(), 0, 1<<30)
+	require.NoError(t, err)
+	return all
+}
+
+// faultyStore wraps the real store to fail on chosen commits.
+type faultyStore struct {
+	next    *store.Store
+	calls   atomic.Int32
+	failOn  int32            // 1-based commit to fail before committing; 0 never
+	lostOn  int32            // 1-based commit to commit and then report failure
+	before  func(n int32)    // runs before each commit
+	written []uum.BatchWrite // every write seen
+	mu      sync.Mutex
+}
+
+func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
+	n := f.calls.Add(1)
+	f.mu.Lock()
+	f.written = append(f.written, w)
+	f.mu.Unlock()
+	if f.before != nil {
+		f.before(n)
+	}
+	if n == f.failOn {
+		return uum.BatchResult{}, errors.New("connection reset by peer")
+	}
+	res, err := f.next.CommitBatch(ctx, w)
+	if n == f.lostOn {
+		// The transaction committed but the process "crashed" before
+		// hearing about it.
+		return uum.BatchResult{}, errors.New("connection lost after commit")
+	}
+	return res, err
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func pairs(users []uum.UUID, names ...string) []uum.Pair {
+	var out []uum.Pair
+	for _, u := range users {
+		for _, n := range names {
+			out = append(out, uum.Pair{UserID: u, Name: n})
+		}
+	}
+	return out
+}
+
+func users(n int) []uum.UUID {
+	out := make([]uum.UUID, n)
+	for i := range out {
+		out[i] = uum.NewUUID()
+	}
+	return out
+}
+
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	for _, backend := range redistest.Backends() {
+		t.Run(backend.Name, func(t *testing.T) {
+			t.Parallel()
+			testDrain(t, backend.New)
+		})
+	}
+}
+
+func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) {
+	ctx := context.Background()
+
+	t.Run("CountsNewPairsAndTrims", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		u := users(2)
+		b.pushEvents(t, pairs(u, "mhv_rx_accessed", "mhv_sm_accessed")...)
+
+		sum := b.drain(t)
+		require.Equal(t, processor.Summary{Iterations: 1, EventsProcessed: 4, DBQueries: 4, DBInserts: 4, DurationMS: sum.DurationMS}, sum)
+		require.Len(t, b.rows(t), 4)
+		require.Equal(t, map[string]int64{"mhv_rx_accessed": 2, "mhv_sm_accessed": 2}, b.totals(t))
+		require.Empty(t, b.pending(t))
+
+		ms := b.stats.Metrics(t)
+		require.Equal(t, 2.0, statsdtest.Sum(ms, processor.MetricEvent, "event_name:mhv_rx_accessed"))
+		require.Equal(t, 2.0, statsdtest.Sum(ms, processor.MetricEvent, "event_name:mhv_sm_accessed"))
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricIterations))
+		require.Equal(t, 4.0, statsdtest.Sum(ms, processor.MetricEventsProcessed))
+		require.Equal(t, 4.0, statsdtest.Sum(ms, processor.MetricDBQueries))
+		require.Equal(t, 4.0, statsdtest.Sum(ms, processor.MetricDBInserts))
+		require.Len(t, statsdtest.Find(ms, processor.MetricQueueDepth), 1)
+		require.Len(t, statsdtest.Find(ms, processor.MetricJobDuration), 1)
+		require.Contains(t, b.logs.String(), "drain finished")
+	})
+
+	t.Run("DedupesWithinBatchFirstOccurrenceWins", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		p := pairs(users(1), "a")[0]
+		b.pushEvents(t, p, p, p)
+		sum := b.drain(t)
+		require.Equal(t, 3, sum.EventsProcessed)
+		require.Equal(t, 1, sum.DBQueries)
+		require.Equal(t, 1, sum.DBInserts)
+		require.Equal(t, map[string]int64{"a": 1}, b.totals(t))
+		require.Equal(t, 1.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent, "event_name:a"))
+	})
+
+	t.Run("CachedPairsSkipPostgresAndRefreshTTL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		p := pairs(users(1), "a")[0]
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{p}})
+		require.NoError(t, err)
+		require.NoError(t, b.seen.Mark(ctx, []uum.Pair{p}))
+		key := uum.SeenKey(b.prefix, p.UserID)
+		require.NoError(t, b.rdb.PExpire(ctx, key, time.Minute).Err())
+
+		b.pushEvents(t, p)
+		sum := b.drain(t)
+		require.Equal(t, 0, sum.DBQueries)
+		require.Equal(t, 0, sum.DBInserts)
+		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 50*time.Minute, "hit refreshes the TTL")
+		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+	})
+
+	t.Run("PairsInPostgresButNotCachedAreNotIncrementedAndGetCached", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		p := pairs(users(1), "a")[0]
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{p}})
+		require.NoError(t, err)
+
+		b.pushEvents(t, p)
+		sum := b.drain(t)
+		require.Equal(t, 1, sum.DBQueries)
+		require.Equal(t, 0, sum.DBInserts)
+		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+		require.Equal(t, map[string]int64{"a": 1}, b.totals(t))
+		hits, err := b.seen.Seen(ctx, []uum.Pair{p})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, hits)
+	})
+
+	t.Run("EverythingCachedSendsNothingToPostgresAndStillTrims", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		ps := pairs(users(3), "a")
+		require.NoError(t, b.seen.Mark(ctx, ps))
+		b.pushEvents(t, ps...)
+		sum := b.drain(t)
+		require.Equal(t, 3, sum.EventsProcessed)
+		require.Equal(t, 0, sum.DBQueries)
+		require.Len(t, b.db.written, 1)
+		require.Empty(t, b.db.written[0].Pairs)
+		require.Empty(t, b.db.written[0].DeadLetters)
+		require.Empty(t, b.rows(t), "the store runs no SQL for an empty write")
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("EmptyQueueEmitsNoGauges", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		sum := b.drain(t)
+		require.Equal(t, processor.Summary{DurationMS: sum.DurationMS}, sum)
+		require.Empty(t, b.stats.Metrics(t))
+		require.NotContains(t, b.logs.String(), "drain finished")
+	})
+
+	t.Run("DrainsSeveralBatches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 10
+		ps := pairs(users(35), "a")
+		b.pushEvents(t, ps...)
+		sum := b.drain(t)
+		require.Equal(t, 4, sum.Iterations)
+		require.Equal(t, 35, sum.DBInserts)
+		require.Len(t, b.rows(t), 35)
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("MaxIterationsLeavesTheRestInFIFOOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize, b.cfg.MaxIterations = 10, 2
+		ps := pairs(users(35), "a")
+		b.pushEvents(t, ps...)
+		sum := b.drain(t)
+		require.Equal(t, 2, sum.Iterations)
+		require.Equal(t, 20, sum.EventsProcessed)
+		require.Equal(t, int64(15), sum.QueueDepth)
+		rows := b.rows(t)
+		for i, p := range ps {
+			require.Equal(t, i < 20, rows[p], "oldest 20 are counted, pair %d", i)
+		}
+		rest := b.pending(t)
+		require.Len(t, rest, 15)
+		for i, raw := range rest {
+			ev, err := uum.DecodeWire([]byte(raw))
+			require.NoError(t, err)
+			require.Equal(t, ps[20+i], ev.Pair(), "remaining entries keep FIFO order")
+		}
+	})
+
+	t.Run("OverflowWarningIsStrictlyGreater", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.MaxQueueDepth = 5
+		b.pushEvents(t, pairs(users(5), "a")...)
+		b.drain(t)
+		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricQueueOverflow))
+		require.NotContains(t, b.logs.String(), "over max queue depth")
+
+		b.pushEvents(t, pairs(users(6), "a")...)
+		b.drain(t)
+		require.Equal(t, 1.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricQueueOverflow))
+		require.Contains(t, b.logs.String(), "queue_depth=6 max_queue_depth=5")
+	})
+
+	t.Run("FailureMidRunLeavesTheBatchAndReRunCountsItOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 10
+		u := users(25)
+		ps := pairs(u, "a")
+		b.pushEvents(t, ps...)
+		b.db.failOn = 2
+
+		_, err := b.drainer().Drain(ctx)
+		require.ErrorContains(t, err, "connection reset by peer")
+		require.Len(t, b.rows(t), 10, "the first batch committed")
+		require.Len(t, b.pending(t), 15, "the failed batch is not trimmed")
+		ms := b.stats.Metrics(t)
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "error_class:commit"))
+		require.Equal(t, 15.0, statsdtest.Sum(ms, processor.MetricEventsAtRisk))
+		require.Contains(t, b.logs.String(), "events_at_risk=15")
+
+		b.db.failOn = 0
+		b.drain(t)
+		require.Len(t, b.rows(t), 25)
+		require.Equal(t, map[string]int64{"a": 25}, b.totals(t))
+		require.Equal(t, 15.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("CrashAfterCommitBeforeTrimDoesNotDoubleCount", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		ps := pairs(users(4), "a", "b")
+		b.pushEvents(t, ps...)
+		b.db.lostOn = 1
+		_, err := b.drainer().Drain(ctx)
+		require.Error(t, err)
+		require.Len(t, b.rows(t), 8, "committed")
+		require.Len(t, b.pending(t), 8, "but not trimmed")
+		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+
+		sum := b.drain(t)
+		require.Equal(t, 0, sum.DBInserts)
+		require.Equal(t, map[string]int64{"a": 4, "b": 4}, b.totals(t))
+		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent), "no second increment")
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("PoisonEntriesAreDeadLetteredAndTrimmed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		u := users(2)
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire()) }
+		poison := map[string]string{
+			`garbage`:                             "invalid JSON",
+			`[1,2]`:                               "not a JSON object",
+			`{"event_name":"a"}`:                  "missing user_id",
+			`{"user_id":"nope","event_name":"a"}`: "must be a UUID",
+			`{"user_id":42,"event_name":"a"}`:     "user_id is not a string",
+			fmt.Sprintf(`{"user_id":%q}`, u[0]):   "missing event_name",
+			fmt.Sprintf(`{"user_id":%q,"event_name":"Bad Name"}`, u[0]):                          "must match",
+			fmt.Sprintf(`{"user_id":%q,"event_name":"%s"}`, u[0], bytes.Repeat([]byte("x"), 51)): "at most 50",
+			fmt.Sprintf(`{"v":2,"user_id":%q,"event_name":"a"}`, u[0]):                           "unsupported wire version",
+		}
+		entries := []string{good(u[0])}
+		for raw := range poison {
+			entries = append(entries, raw)
+		}
+		entries = append(entries, good(u[1]))
+		b.push(t, entries...)
+
+		sum := b.drain(t)
+		require.Equal(t, len(entries), sum.EventsProcessed)
+		require.Equal(t, len(poison), sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 2}, b.totals(t))
+		require.Empty(t, b.pending(t), "the raw count is trimmed, garbage included")
+
+		rows, err := b.pool.Query(ctx, `SELECT convert_from(raw, 'UTF8'), reason, correlation_id FROM dead_letters`)
+		require.NoError(t, err)
+		defer rows.Close()
+		got := 0
+		for rows.Next() {
+			var raw, reason, id string
+			require.NoError(t, rows.Scan(&raw, &reason, &id))
+			require.Contains(t, reason, poison[raw], "reason for %s", raw)
+			require.Contains(t, b.logs.String(), id, "correlation id is logged")
+			got++
+		}
+		require.Equal(t, len(poison), got)
+	})
+
+	t.Run("AllGarbageBatchDoesNotStall", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 3
+		b.push(t, "x1", "x2", "x3", "x4")
+		sum := b.drain(t)
+		require.Equal(t, 2, sum.Iterations)
+		require.Equal(t, 4, sum.DeadLettered)
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("SkipsWhenAnotherDrainerHoldsTheLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.pushEvents(t, pairs(users(1), "a")...)
+		lease, err := b.buf.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		sum := b.drain(t)
+		require.True(t, sum.Skipped)
+		require.Len(t, b.pending(t), 1)
+		require.NoError(t, lease.Release(ctx))
+		require.False(t, b.drain(t).Skipped)
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("LostLeaseStopsWithoutTrimming", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 2
+		ps := pairs(users(4), "a")
+		b.pushEvents(t, ps...)
+		// Another drainer takes over the lease while the first commits.
+		b.db.before = func(n int32) {
+			if n == 1 {
+				require.NoError(t, b.rdb.Set(ctx, uum.LeaseKey(b.prefix, 0), "someone-else", time.Minute).Err())
+			}
+		}
+		sum, err := b.drainer().Drain(ctx)
+		require.NoError(t, err, "losing the lease is not a failure")
+		require.Equal(t, 0, sum.Iterations)
+		require.Len(t, b.pending(t), 4, "nothing trimmed without the lease")
+		require.Equal(t, "someone-else", b.rdb.Get(ctx, uum.LeaseKey(b.prefix, 0)).Val(), "the other lease is untouched")
+
+		require.NoError(t, b.rdb.Del(ctx, uum.LeaseKey(b.prefix, 0)).Err())
+		b.db.before = nil
+		b.drain(t)
+		require.Equal(t, map[string]int64{"a": 4}, b.totals(t))
+		require.Equal(t, 4.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("CancelDuringCommitTrimsOnlyWhatCommitted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 5
+		b.pushEvents(t, pairs(users(12), "a")...)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b.db.before = func(n int32) {
+			if n == 1 {
+				cancel() // a shutdown arrives while the first batch commits
+			}
+		}
+		_, err := b.drainer().Drain(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		rows := len(b.rows(t))
+		require.Len(t, b.pending(t), 12-rows, "exactly the committed entries are trimmed")
+
+		b.db.before = nil
+		b.drain(t)
+		require.Equal(t, map[string]int64{"a": 12}, b.totals(t))
+		require.Empty(t, b.pending(t))
+	})
+}

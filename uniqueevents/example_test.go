@@ -1,0 +1,69 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func ExampleClient_LogEvents() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+
+	list := buffer.New(rdb, "uum:", 0)
+	client, err := uniqueevents.New(config.Events{
+		Enabled:               true,
+		TrackedFacilityIDs:    []string{"757", "668"},
+		FacilityTrackedEvents: []string{"login"},
+		PushTimeout:           50 * time.Millisecond,
+	}, list, nil, nil, nil, nil)
+	if err != nil {
+		panic(err)
+	}
+
+	ctx := context.Background()
+	user := uniqueevents.User{ID: "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f", FacilityIDs: []string{"668", "999"}}
+
+	// User mode: tracked events get a variant per tracked facility of the user.
+	names, err := client.LogEvents(ctx, user, []string{"login", "search"})
+	fmt.Println(names, err)
+
+	// Explicit mode: any event gets a variant per given facility that is
+	// tracked and the user's.
+	names, err = client.LogEvent(ctx, user, "search", uniqueevents.WithEventFacilities("668", "757"))
+	fmt.Println(names, err)
+
+	_, err = client.LogEvents(ctx, user, []string{"login", "Log In"})
+	fmt.Println(err)
+
+	// The processor reads the buffer oldest first.
+	entries, _ := list.Peek(ctx, 0, 10)
+	for _, raw := range entries {
+		e, _ := uum.DecodeWire([]byte(raw))
+		fmt.Println(e.Name)
+	}
+	fmt.Println(entries[0])
+	// Output:
+	// [login login_oh_site_668 search] <nil>
+	// [search search_oh_668] <nil>
+	// uum: invalid event_names[1] "Log In": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$
+	// login
+	// login_oh_site_668
+	// search
+	// search
+	// search_oh_668
+	// {"v":1,"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_name":"login"}
+}

@@ -1,0 +1,804 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const userID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
+
+// testConfig tracks "login" at facilities 757, 668 and 123. Its push
+// timeout is generous so a loaded test machine does not fail the
+// behaviour cases; the timeout itself is tested with a 50ms one.
+func testConfig() config.Events {
+	return config.Events{
+		Enabled:               true,
+		TrackedFacilityIDs:    []string{"757", "668", "123"},
+		FacilityTrackedEvents: []string{"login"},
+		PushTimeout:           5 * time.Second,
+	}
+}
+
+// commandLog is a go-redis hook recording the name of every command sent.
+type commandLog struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			l.record(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (l *commandLog) record(cmd redis.Cmder) {
+	switch name := cmd.Name(); name {
+	case "hello", "client", "auth", "select", "ping": // connection handshake
+	default:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.names = append(l.names, name)
+	}
+}
+
+func (l *commandLog) recorded() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.names)
+}
+
+type testBundle struct {
+	client *uniqueevents.Client
+	list   *buffer.List
+	cmds   *commandLog
+	user   uum.UUID
+}
+
+// buffered returns the names buffered so far, oldest first, checking that
+// every entry decodes and belongs to the bundle's user.
+func (b *testBundle) buffered(t *testing.T) []string {
+	t.Helper()
+	raw, err := b.list.Peek(context.Background(), 0, 1000)
+	require.NoError(t, err)
+	names := []string{}
+	for _, r := range raw {
+		e, err := uum.DecodeWire([]byte(r))
+		require.NoError(t, err)
+		require.Equal(t, b.user, e.UserID)
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+func requireValidationError(t *testing.T, err error, field string) *uum.ValidationError {
+	t.Helper()
+	var verr *uum.ValidationError
+	require.ErrorAs(t, err, &verr)
+	require.Equal(t, field, verr.Field)
+	return verr
+}
+
+func TestLogEvents(t *testing.T) {
+	t.Parallel()
+
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			testLogEvents(t, be)
+		})
+	}
+}
+
+func testLogEvents(t *testing.T, be redistest.Backend) {
+	ctx := context.Background()
+
+	type options struct {
+		config func(*config.Events)
+		stats  statsd.ClientInterface
+	}
+	setup := func(t *testing.T, opts options) *testBundle {
+		t.Helper()
+		rdb, prefix := be.New(t)
+		cmds := &commandLog{}
+		rdb.AddHook(cmds)
+		list := buffer.New(rdb, prefix, 0)
+		cfg := testConfig()
+		if opts.config != nil {
+			opts.config(&cfg)
+		}
+		client, err := uniqueevents.New(cfg, list, nil, nil, opts.stats, nil)
+		require.NoError(t, err)
+		return &testBundle{client: client, list: list, cmds: cmds, user: uum.MustParseUUID(userID)}
+	}
+	user := uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}
+
+	t.Run("PushesEverythingInOneLPush", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login", "search"})
+		require.NoError(t, err)
+		want := []string{"login", "login_oh_site_757", "login_oh_site_668", "search"}
+		require.Equal(t, want, got, "each name followed by its variants")
+		require.Equal(t, []string{"lpush"}, b.cmds.recorded())
+		require.Equal(t, want, b.buffered(t))
+	})
+
+	t.Run("LogEventLogsOne", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvent(ctx, user, "search")
+		require.NoError(t, err)
+		require.Equal(t, []string{"search"}, got)
+		require.Equal(t, []string{"search"}, b.buffered(t))
+	})
+
+	t.Run("UppercaseUserIDIsBufferedCanonical", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		_, err := b.client.LogEvent(ctx, uniqueevents.User{ID: strings.ToUpper(userID)}, "search")
+		require.NoError(t, err)
+		raw, err := b.list.Peek(ctx, 0, 1)
+		require.NoError(t, err)
+		require.Contains(t, raw[0], `"user_id":"`+userID+`"`)
+	})
+
+	t.Run("InvalidNamePushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login", "Not Valid", "search"})
+		verr := requireValidationError(t, err, "event_names[1]")
+		require.Equal(t, "Not Valid", verr.Value)
+		require.Nil(t, got)
+		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("TooLongNamePushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		_, err := b.client.LogEvents(ctx, user, []string{"search", strings.Repeat("a", 51)})
+		requireValidationError(t, err, "event_names[1]")
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("BadUserIDPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		for _, id := range []string{"", "42", userID[:35] + "g"} {
+			_, err := b.client.LogEvents(ctx, uniqueevents.User{ID: id}, []string{"login"})
+			requireValidationError(t, err, "user_id")
+		}
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("NoNamesIsValidationError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		for _, names := range [][]string{nil, {}} {
+			_, err := b.client.LogEvents(ctx, user, names)
+			requireValidationError(t, err, "event_names")
+		}
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("AllowListRejectsUnknownName", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{config: func(c *config.Events) { c.Names = []string{"login", "search"} }})
+
+		_, err := b.client.LogEvents(ctx, user, []string{"search", "signup"})
+		verr := requireValidationError(t, err, "event_names[1]")
+		require.Equal(t, "unknown event name", verr.Reason)
+		require.Empty(t, b.buffered(t))
+
+		// Variants are derived, not chosen by the caller, so they need not
+		// be listed.
+		got, err := b.client.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"login", "login_oh_site_757", "login_oh_site_668"}, got)
+	})
+
+	t.Run("DisabledPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{config: func(c *config.Events) { c.Enabled = false }})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.NotNil(t, got)
+		require.Empty(t, got)
+		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("UserModeVariantsForTrackedEventsOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		u := uniqueevents.User{ID: userID, FacilityIDs: []string{"668", "999", "757", "668", " 757 ", ""}}
+
+		got, err := b.client.LogEvents(ctx, u, []string{"search", "login"})
+		require.NoError(t, err)
+		want := []string{"search", "login", "login_oh_site_668", "login_oh_site_757"}
+		require.Equal(t, want, got, "user's order, tracked ids only, no duplicates")
+		require.Equal(t, want, b.buffered(t))
+	})
+
+	t.Run("UserModeWithoutTrackedFacilitiesHasNoVariants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvents(ctx, uniqueevents.User{ID: userID, FacilityIDs: []string{"999"}}, []string{"login"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"login"}, got)
+	})
+
+	t.Run("ExplicitModeVariantsForAnyEvent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		u := uniqueevents.User{ID: userID, FacilityIDs: []string{"668", "757", "555"}}
+
+		got, err := b.client.LogEvents(ctx, u, []string{"search", "login"},
+			uniqueevents.WithEventFacilities("757", "999", "123", "757", "668", "555"))
+		require.NoError(t, err)
+		want := []string{
+			"search", "search_oh_757", "search_oh_668",
+			"login", "login_oh_757", "login_oh_668",
+		}
+		require.Equal(t, want, got, "given order, tracked and the user's only, no duplicates")
+		require.Equal(t, want, b.buffered(t))
+	})
+
+	t.Run("ExplicitEmptyListHasNoVariants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login"}, uniqueevents.WithEventFacilities())
+		require.NoError(t, err)
+		require.Equal(t, []string{"login"}, got, "no fallback to the user's facilities")
+		require.Equal(t, []string{"login"}, b.buffered(t))
+	})
+
+	t.Run("DuplicateNamesBufferedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login", "search", "login"})
+		require.NoError(t, err)
+		want := []string{"login", "login_oh_site_757", "login_oh_site_668", "search"}
+		require.Equal(t, want, got)
+		require.Equal(t, want, b.buffered(t))
+	})
+
+	t.Run("DerivedNameTooLongPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		long := strings.Repeat("a", uum.MaxNameLen-len("_oh_site_757")+1)
+		b := setup(t, options{config: func(c *config.Events) {
+			c.FacilityTrackedEvents = append(c.FacilityTrackedEvents, long)
+		}})
+
+		_, err := b.client.LogEvents(ctx, user, []string{"search", long})
+		verr := requireValidationError(t, err, "event_names[1]")
+		require.Equal(t, long+"_oh_site_757", verr.Value)
+
+		long = strings.Repeat("b", uum.MaxNameLen-len("_oh_757")+1)
+		_, err = b.client.LogEvents(ctx, user, []string{long}, uniqueevents.WithEventFacilities("757"))
+		verr = requireValidationError(t, err, "event_names[0]")
+		require.Equal(t, long+"_oh_757", verr.Value)
+
+		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.buffered(t))
+	})
+
+	t.Run("SendsTimingToStatsd", func(t *testing.T) {
+		t.Parallel()
+		stats, packets := statsdListener(t)
+		b := setup(t, options{stats: stats})
+
+		_, err := b.client.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.NoError(t, stats.Flush())
+		packet := packets(t)
+		require.Contains(t, packet, uniqueevents.MetricLogDuration+":")
+		require.Contains(t, packet, "|ms")
+	})
+}
+
+// statsdListener returns a statsd client sending to a UDP socket, and a
+// function returning the next packet the socket receives.
+func statsdListener(t *testing.T) (*statsd.Client, func(t *testing.T) string) {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	stats, err := statsd.New(conn.LocalAddr().String(),
+		statsd.WithoutTelemetry(), statsd.WithoutClientSideAggregation(), statsd.WithoutOriginDetection())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stats.Close() })
+	return stats, func(t *testing.T) string {
+		t.Helper()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+		buf := make([]byte, 64<<10)
+		n, _, err := conn.ReadFrom(buf)
+		require.NoError(t, err)
+		return string(buf[:n])
+	}
+}
+
+func TestLogEventsRedisFailure(t *testing.T) {
+	t.Parallel()
+
+	ctx := context.Background()
+	user := uniqueevents.User{ID: userID}
+
+	// setup returns a client with the default 50ms push timeout over a
+	// client to addr.
+	setup := func(t *testing.T, addr string) (*uniqueevents.Client, *redis.Client) {
+		t.Helper()
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		cfg := testConfig()
+		cfg.PushTimeout = 50 * time.Millisecond
+		client, err := uniqueevents.New(cfg, buffer.New(rdb, "test:", 0), nil, nil, nil, nil)
+		require.NoError(t, err)
+		return client, rdb
+	}
+
+	// requirePromptError asserts that the call fails well before go-redis'
+	// own timeouts (5s dial, 3s read) could have ended it.
+	requirePromptError := func(t *testing.T, client *uniqueevents.Client) error {
+		t.Helper()
+		start := time.Now()
+		got, err := client.LogEvents(ctx, user, []string{"login"})
+		require.Error(t, err)
+		require.ErrorContains(t, err, "log events: push 1 entries:")
+		require.Nil(t, got)
+		require.Less(t, time.Since(start), time.Second)
+		return err
+	}
+
+	t.Run("NothingListening", func(t *testing.T) {
+		t.Parallel()
+		client, _ := setup(t, "127.0.0.1:1")
+		for range 3 { // the pool's dial-error path too
+			requirePromptError(t, client)
+		}
+	})
+
+	t.Run("ServerNeverAnswers", func(t *testing.T) {
+		t.Parallel()
+		client, _ := setup(t, silentServer(t))
+		err := requirePromptError(t, client)
+		var netErr net.Error
+		if !errors.Is(err, context.DeadlineExceeded) {
+			require.ErrorAs(t, err, &netErr)
+			require.True(t, netErr.Timeout(), "want a timeout, got %v", err)
+		}
+	})
+
+	t.Run("ClientClosed", func(t *testing.T) {
+		t.Parallel()
+		client, rdb := setup(t, "127.0.0.1:1")
+		require.NoError(t, rdb.Close())
+		err := requirePromptError(t, client)
+		require.ErrorIs(t, err, redis.ErrClosed)
+	})
+
+	t.Run("CallerContextCanceled", func(t *testing.T) {
+		t.Parallel()
+		client, _ := setup(t, silentServer(t))
+		ctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := client.LogEvents(ctx, user, []string{"login"})
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// silentServer accepts TCP connections and never answers: a Redis that
+// hangs.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// fakeCache is the seen cache.
+type fakeCache struct {
+	mu      sync.Mutex
+	hit     bool
+	err     error
+	markErr error
+	seen    int
+	marked  []uum.Pair
+}
+
+func (f *fakeCache) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen++
+	if f.err != nil {
+		return nil, f.err
+	}
+	hits := make([]bool, len(pairs))
+	for i := range hits {
+		hits[i] = f.hit
+	}
+	return hits, nil
+}
+
+func (f *fakeCache) Mark(_ context.Context, pairs []uum.Pair) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.marked = append(f.marked, pairs...)
+	return f.markErr
+}
+
+// fakeStore answers EventLogged with logged or err.
+type fakeStore struct {
+	mu     sync.Mutex
+	logged bool
+	err    error
+	asked  []uum.Pair
+}
+
+func (f *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, p)
+	return f.logged, f.err
+}
+
+func TestEventLogged(t *testing.T) {
+	t.Parallel()
+
+	ctx := context.Background()
+	pair := uum.Pair{UserID: uum.MustParseUUID(userID), Name: "login"}
+
+	type bundle struct {
+		client *uniqueevents.Client
+		cache  *fakeCache
+		store  *fakeStore
+	}
+	setup := func(t *testing.T, cfg config.Events, cache *fakeCache, store *fakeStore) *bundle {
+		t.Helper()
+		client, err := uniqueevents.New(cfg, nil, cache, store, nil, nil)
+		require.NoError(t, err)
+		return &bundle{client: client, cache: cache, store: store}
+	}
+
+	t.Run("CacheHitSkipsStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{hit: true}, &fakeStore{})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Empty(t, b.store.asked)
+		require.Empty(t, b.cache.marked)
+	})
+
+	t.Run("StoreHitIsCached", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{logged: true})
+
+		ok, err := b.client.EventLogged(ctx, strings.ToUpper(userID), "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []uum.Pair{pair}, b.store.asked)
+		require.Equal(t, []uum.Pair{pair}, b.cache.marked)
+	})
+
+	t.Run("StoreMissIsNotCached", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.False(t, ok)
+		require.Equal(t, 1, b.cache.seen)
+		require.Empty(t, b.cache.marked)
+	})
+
+	t.Run("CacheErrorFallsBackToStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{err: errors.New("redis down")}, &fakeStore{logged: true})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []uum.Pair{pair}, b.store.asked)
+	})
+
+	t.Run("CacheWriteErrorIsNotFatal", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{markErr: errors.New("redis down")}, &fakeStore{logged: true})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+
+	t.Run("WithoutCacheAsksStore", func(t *testing.T) {
+		t.Parallel()
+		store := &fakeStore{logged: true}
+		client, err := uniqueevents.New(testConfig(), nil, nil, store, nil, nil)
+		require.NoError(t, err)
+
+		ok, err := client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []uum.Pair{pair}, store.asked)
+	})
+
+	t.Run("StoreErrorIsReturned", func(t *testing.T) {
+		t.Parallel()
+		storeErr := errors.New("postgres down")
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{err: storeErr})
+
+		_, err := b.client.EventLogged(ctx, userID, "login")
+		require.ErrorIs(t, err, storeErr)
+		require.Empty(t, b.cache.marked)
+	})
+
+	t.Run("WorksWhenDisabled", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.Enabled = false
+		b := setup(t, cfg, &fakeCache{}, &fakeStore{logged: true})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+
+	t.Run("BadInputIsValidationError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{})
+
+		_, err := b.client.EventLogged(ctx, "not-a-uuid", "login")
+		requireValidationError(t, err, "user_id")
+		_, err = b.client.EventLogged(ctx, userID, "Login")
+		requireValidationError(t, err, "event_name")
+		require.Zero(t, b.cache.seen)
+		require.Empty(t, b.store.asked)
+	})
+
+	t.Run("WithoutStoreIsError", func(t *testing.T) {
+		t.Parallel()
+		client, err := uniqueevents.New(testConfig(), nil, nil, nil, nil, nil)
+		require.NoError(t, err)
+
+		_, err = client.EventLogged(ctx, userID, "login")
+		require.Error(t, err)
+	})
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RejectsInvalidAllowListName", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.Names = []string{"login", "Bad"}
+		_, err := uniqueevents.New(cfg, nil, nil, nil, nil, nil)
+		requireValidationError(t, err, "[1]")
+		require.ErrorContains(t, err, "event names:")
+	})
+}
+
+// TestDefault is the only test that touches the package default client,
+// which is global, so it does not run in parallel and its subtests run in
+// sequence.
+func TestDefault(t *testing.T) {
+	ctx := context.Background()
+	user := uniqueevents.User{ID: userID, FacilityIDs: []string{"757"}}
+	uniqueevents.SetDefault(nil)
+	t.Cleanup(func() { uniqueevents.SetDefault(nil) })
+
+	t.Run("BeforeSetDefaultIsErrNoDefault", func(t *testing.T) {
+		require.Nil(t, uniqueevents.Default())
+		_, err := uniqueevents.LogEvents(ctx, user, []string{"login"})
+		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
+		_, err = uniqueevents.LogEvent(ctx, user, "login")
+		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
+		_, err = uniqueevents.EventLogged(ctx, userID, "login")
+		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
+	})
+
+	t.Run("AfterSetDefaultUsesClient", func(t *testing.T) {
+		rdb, _, prefix := redistest.Mini(t)
+		list := buffer.New(rdb, prefix, 0)
+		client, err := uniqueevents.New(testConfig(), list, &fakeCache{hit: true}, &fakeStore{}, nil, nil)
+		require.NoError(t, err)
+		uniqueevents.SetDefault(client)
+		require.Same(t, client, uniqueevents.Default())
+
+		got, err := uniqueevents.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"login", "login_oh_site_757"}, got)
+		got, err = uniqueevents.LogEvent(ctx, user, "search")
+		require.NoError(t, err)
+		require.Equal(t, []string{"search"}, got)
+		n, err := list.Len(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n)
+
+		ok, err := uniqueevents.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, ok)
+	})
+}
+
+// benchClient returns a client over real Redis whose calls buffer "login"
+// and two facility variants.
+func benchClient(b *testing.B) (*uniqueevents.Client, uniqueevents.User) {
+	b.Helper()
+	rdb, prefix := redistest.Real(b)
+	cfg := testConfig()
+	cfg.PushTimeout = 50 * time.Millisecond
+	client, err := uniqueevents.New(cfg, buffer.New(rdb, prefix, 0), nil, nil, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return client, uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}
+}
+
+// percentile returns the p-quantile (0 < p <= 1) of sorted durations, in µs.
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := max(int(math.Ceil(p*float64(len(sorted))))-1, 0)
+	return float64(sorted[i]) / float64(time.Microsecond)
+}
+
+func BenchmarkLogEvents(b *testing.B) {
+	client, user := benchClient(b)
+	ctx := context.Background()
+	names := []string{"login"}
+	var durations []time.Duration
+
+	for b.Loop() {
+		start := time.Now()
+		if _, err := client.LogEvents(ctx, user, names); err != nil {
+			b.Fatal(err)
+		}
+		durations = append(durations, time.Since(start))
+	}
+	slices.Sort(durations)
+	b.ReportMetric(percentile(durations, 0.50), "p50_us")
+	b.ReportMetric(percentile(durations, 0.99), "p99_us")
+}
+
+// BenchmarkLogEventsOpenLoop offers a fixed load instead of calling as
+// fast as responses allow: each of 50 goroutines starts a call every
+// 2.5ms on a fixed schedule, 20,000 calls/s in total. Latency is measured
+// from a call's scheduled start, so a slow call that delays the next ones
+// counts against them too (no coordinated omission).
+func BenchmarkLogEventsOpenLoop(b *testing.B) {
+	const (
+		workers = 50
+		perSec  = 400 // per worker
+		minRun  = time.Second
+	)
+	client, user := benchClient(b)
+	ctx := context.Background()
+	names := []string{"login"}
+	interval := time.Second / perSec
+	total := max(b.N, workers*perSec*int(minRun/time.Second))
+	perWorker := (total + workers - 1) / workers
+
+	// Open the pool's connections first: dialing 50 of them is not the
+	// steady state being measured.
+	var warm sync.WaitGroup
+	for range workers {
+		warm.Go(func() { _, _ = client.LogEvents(ctx, user, names) })
+	}
+	warm.Wait()
+
+	latencies := make([][]time.Duration, workers)
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range workers {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, perWorker)
+			timer := time.NewTimer(0)
+			defer timer.Stop()
+			<-timer.C
+			offset := interval * time.Duration(w) / workers // spread the workers over an interval
+			for k := range perWorker {
+				due := start.Add(offset + time.Duration(k)*interval)
+				if wait := time.Until(due); wait > 0 {
+					timer.Reset(wait)
+					<-timer.C
+				}
+				if _, err := client.LogEvents(ctx, user, names); err != nil {
+					failed.Add(1)
+				}
+				lat = append(lat, time.Since(due))
+			}
+			latencies[w] = lat
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	b.ReportMetric(percentile(all, 0.50), "p50_us")
+	b.ReportMetric(percentile(all, 0.99), "p99_us")
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(failed.Load()), "errors")
+	b.ReportMetric(0, "ns/op") // elapsed/b.N says nothing when the schedule sets the pace
+	if n := failed.Load(); n > 0 {
+		b.Logf("%d of %d calls failed (push timeout %s)", n, len(all), 50*time.Millisecond)
+	}
+}
