@@ -8,7 +8,6 @@ package uum
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -49,7 +48,22 @@ type Count struct {
 	UniqueUsers int64  `json:"unique_users"`
 }
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.:-]{0,49}$`)
+// namePattern is the documented rule; validName implements it without a
+// regexp because it runs on every request.
+const namePattern = `^[a-z0-9][a-z0-9_.:-]{0,49}$`
+
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return len(s) > 0 && len(s) <= MaxNameLen
+}
 
 // ValidateName checks an event name's syntax: 1-50 characters matching
 // ^[a-z0-9][a-z0-9_.:-]*$. field names the input for the error.
@@ -59,8 +73,8 @@ func ValidateName(field, name string) error {
 		return &ValidationError{Field: field, Value: name, Reason: "must not be empty"}
 	case len(name) > MaxNameLen:
 		return &ValidationError{Field: field, Value: name, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLen, len(name))}
-	case !namePattern.MatchString(name):
-		return &ValidationError{Field: field, Value: name, Reason: "must match ^[a-z0-9][a-z0-9_.:-]{0,49}$"}
+	case !validName(name):
+		return &ValidationError{Field: field, Value: name, Reason: "must match " + namePattern}
 	}
 	return nil
 }

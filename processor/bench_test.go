@@ -1,0 +1,85 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/store"
+)
+
+// BenchmarkDrain measures drain throughput in events/s against the real
+// Postgres and Redis, with the default batch size, for buffers in which
+// 0 % and 90 % of the pairs were already counted (and cached).
+func BenchmarkDrain(b *testing.B) {
+	for _, seenPct := range []int{0, 90} {
+		b.Run(fmt.Sprintf("Seen%d", seenPct), func(b *testing.B) {
+			benchmarkDrain(b, seenPct, 100_000)
+		})
+	}
+}
+
+func benchmarkDrain(b *testing.B, seenPct, n int) {
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(b)
+	rdb, prefix := redistest.Real(b)
+	st := store.New(pool)
+	buf := buffer.New(rdb, prefix, 0)
+	seen := seencache.New(rdb, prefix, time.Hour, st)
+	cfg := defaultConfig()
+	cfg.MaxIterations = n // drain everything in one run
+	d := processor.NewDrainer(cfg, buf, seen, st, nil, slog.New(slog.DiscardHandler))
+	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
+
+	var elapsed time.Duration
+	var drained int
+	for b.Loop() {
+		b.StopTimer()
+		var ps []uum.Pair
+		for _, u := range users(n / len(names)) {
+			for _, name := range names {
+				ps = append(ps, uum.Pair{UserID: u, Name: name})
+			}
+		}
+		old := ps[:len(ps)*seenPct/100]
+		for chunk := range slicesChunk(old, 5000) {
+			if _, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: chunk}); err != nil {
+				b.Fatal(err)
+			}
+			if err := seen.Mark(ctx, chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		entries := make([][]byte, 0, 5000)
+		for chunk := range slicesChunk(ps, 5000) {
+			entries = entries[:0]
+			for _, p := range chunk {
+				entries = append(entries, uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire())
+			}
+			if err := buf.Push(ctx, entries); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+
+		start := time.Now()
+		sum, err := d.Drain(ctx)
+		elapsed += time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.EventsProcessed != len(ps) || sum.DBInserts != len(ps)-len(old) {
+			b.Fatalf("drained %+v, want %d events, %d inserts", sum, len(ps), len(ps)-len(old))
+		}
+		drained += sum.EventsProcessed
+	}
+	b.ReportMetric(float64(drained)/elapsed.Seconds(), "events/s")
+}
