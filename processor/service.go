@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/config"
 )
@@ -32,11 +31,12 @@ type Service struct {
 	stopOnce sync.Once
 }
 
-// NewService returns a service whose asynq state lives in rdb. The caller
-// owns rdb and closes it after Stop.
-func NewService(rdb redis.UniversalClient, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
+// NewService returns a service whose asynq state lives in the Redis of
+// redisOpt. asynq opens and closes its own connections: handing it a
+// shared client makes its shutdown log a spurious close error.
+func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
 	alog := asynqLogger{logger.With("component", "asynq")}
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+	srv := asynq.NewServer(redisOpt, asynq.Config{
 		Concurrency: 1,
 		Queues:      map[string]int{Queue: 1},
 		Logger:      alog,
@@ -48,7 +48,7 @@ func NewService(rdb redis.UniversalClient, cfg config.Processor, d *Drainer, log
 			return !errors.Is(err, context.Canceled)
 		},
 	})
-	sched := asynq.NewSchedulerFromRedisClient(rdb, &asynq.SchedulerOpts{
+	sched := asynq.NewScheduler(redisOpt, &asynq.SchedulerOpts{
 		Logger:   alog,
 		LogLevel: asynq.WarnLevel,
 		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {

@@ -21,7 +21,7 @@ export UUM_REDIS_URL="${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}"
 if [[ -z ${UUM_API_TOKENS+set} ]]; then
 	export UUM_API_TOKENS="admin:dev-admin-token-change-me"
 	log "UUM_API_TOKENS is unset: using the development token, try"
-	log "  curl -H 'Authorization: Bearer dev-admin-token-change-me' http://${UUM_API_ADDR:-127.0.0.1:8080}/..."
+	log "  curl -H 'Authorization: Bearer dev-admin-token-change-me' http://${UUM_API_ADDR:-127.0.0.1:8080}/v1/..."
 fi
 
 scripts/services.sh run

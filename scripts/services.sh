@@ -307,8 +307,8 @@ pg_ensure_role() {
 		die "cannot create role $role"
 }
 
-pg_start_local() { # VAR host port role
-	local var=$1 host=$2 port=$3 role=$4 datadir ver="" before="" after
+pg_start_local() { # VAR host port
+	local var=$1 host=$2 port=$3 datadir ver="" before="" after
 	datadir=$(pg_datadir "$port")
 	[[ -f $datadir/PG_VERSION ]] && ver=$(<"$datadir/PG_VERSION")
 
@@ -373,11 +373,11 @@ pg_start_local() { # VAR host port role
 		die "postgres failed to start on $host:$port (see $datadir/server.log)"
 	fi
 	pg_wait "$host" "$port" 30 || die "postgres did not accept connections at $host:$port within 30s"
-	pg_ensure_role "$host" "$port" "$role"
+	PG_OURS[$host:$port]=1
 	log "postgres ok at $host:$port"
 }
 
-declare -A PG_DONE=()
+declare -A PG_DONE=() PG_OURS=()
 
 ensure_postgres() { # VAR
 	local var=$1 url=${!1}
@@ -386,6 +386,9 @@ ensure_postgres() { # VAR
 	postgres | postgresql) ;;
 	*) die "$var: unsupported scheme '$U_SCHEME' (want postgres://)" ;;
 	esac
+	local qhost
+	qhost=$(query_param "$U_QUERY" host) # postgres:///db?host=/run/postgresql
+	[[ -n $qhost ]] && U_HOST=$(urldecode "$qhost")
 	local host=$U_HOST port=$U_PORT role st=0
 	role=$(pg_url_user)
 	if [[ -z ${PG_DONE[$host:$port]:-} ]]; then
@@ -398,19 +401,21 @@ ensure_postgres() { # VAR
 		fi
 		if ((st == 0)); then
 			log "postgres ok at $host:$port"
-			# Our own cluster from an earlier run: make sure the role exists.
+			# Is it our own cluster, from an earlier run?
 			local datadir
 			datadir=$(pg_datadir "$port")
 			if [[ -f $datadir/postmaster.pid ]] && find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" &&
 				run_as_pg "$PGBIN/pg_ctl" -D "$datadir" status >/dev/null 2>&1; then
-				pg_ensure_role "$host" "$port" "$role"
+				PG_OURS[$host:$port]=1
 			fi
 		else
 			is_loopback "$host" ||
-				die "$var: no PostgreSQL answers at $host:$port (not a loopback address, so not starting one; start it or fix $var)"
-			pg_start_local "$var" "$host" "$port" "$role"
+				die "$var: no PostgreSQL answers at $host:$port (not a loopback TCP address, so not starting one; start it or fix $var)"
+			pg_start_local "$var" "$host" "$port"
 		fi
 	fi
+	# Our own cluster trusts everyone but needs a role for the URL's user.
+	[[ -n ${PG_OURS[$host:$port]:-} ]] && pg_ensure_role "$host" "$port" "$role"
 	ensure_database "$var"
 }
 

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
@@ -71,7 +73,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		}
 		return json.NewEncoder(stdout).Encode(sum)
 	}
-	svc := processor.NewService(deps.Redis, cfg.Processor, drainer, logger)
+	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
+	if err != nil {
+		return fmt.Errorf("UUM_REDIS_URL: %w", err)
+	}
+	svc := processor.NewService(redisOpt, cfg.Processor, drainer, logger)
 	if err := svc.Start(); err != nil {
 		return err
 	}
