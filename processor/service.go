@@ -47,6 +47,9 @@ func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, l
 		IsFailure: func(err error) bool {
 			return !errors.Is(err, context.Canceled)
 		},
+		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
+			return retryDelay(n, cfg.DrainInterval)
+		},
 	})
 	sched := asynq.NewScheduler(redisOpt, &asynq.SchedulerOpts{
 		Logger:   alog,
@@ -95,6 +98,15 @@ func (s *Service) Stop() {
 		s.sched.Shutdown()
 		s.srv.Shutdown()
 	})
+}
+
+// retryDelay backs off 1s, 2s, 4s... but never past the drain interval:
+// the next scheduled run would retry anyway.
+func retryDelay(n int, interval time.Duration) time.Duration {
+	if n > 30 {
+		return interval
+	}
+	return min(time.Second<<n, interval)
 }
 
 // asynqLogger adapts slog to asynq's printf-free logger interface.
