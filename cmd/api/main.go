@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/uniqueevents"
@@ -35,8 +36,14 @@ func main() {
 	}
 }
 
-// shutdownTimeout bounds how long in-flight requests get to finish.
-const shutdownTimeout = 10 * time.Second
+const (
+	// shutdownTimeout bounds how long in-flight requests get to finish.
+	shutdownTimeout = 10 * time.Second
+	// pushWorkers pipelines in flight to Redis at once, each carrying at
+	// most pushPipeline requests' LPUSHes.
+	pushWorkers  = 4
+	pushPipeline = 64
+)
 
 // run serves until ctx is done. onListen, if set, gets the bound address
 // (tests listen on port 0).
@@ -52,7 +59,11 @@ func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writ
 	}
 	defer deps.Close()
 
-	events, err := uniqueevents.New(cfg.Events, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger)
+	// Concurrent requests share pipelines to Redis; each still sends its
+	// events in one LPUSH. Closed after the server drained its requests.
+	pusher := buffer.NewCoalescer(deps.Buffer, pushWorkers, pushPipeline, time.Second)
+	defer pusher.Close()
+	events, err := uniqueevents.New(cfg.Events, pusher, deps.Seen, deps.Store, deps.Stats, logger)
 	if err != nil {
 		return err
 	}
