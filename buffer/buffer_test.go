@@ -2,9 +2,6 @@ package buffer_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,120 +18,12 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// backend is a redistest backend plus what the lease tests need to let a
-// TTL run out: miniredis only moves its clock on FastForward, while a real
-// server's keys expire on their own.
-type backend struct {
-	name string
-	// new returns a client, a fresh key prefix and expire, which returns
-	// once key has outlived its TTL.
-	new func(t *testing.T) (rdb *redis.Client, prefix string, expire func(t *testing.T, key string))
-	// isolated reports whether the server holds only this test's keys.
-	isolated bool
-}
-
-// backends returns redistest.Backends with a clock for each.
-func backends() []backend {
-	return []backend{
-		{
-			name:     "Miniredis",
-			isolated: true,
-			new: func(t *testing.T) (*redis.Client, string, func(*testing.T, string)) {
-				rdb, mr, prefix := redistest.Mini(t)
-				return rdb, prefix, func(t *testing.T, key string) {
-					t.Helper()
-					mr.FastForward(mr.TTL(key) + time.Millisecond)
-					require.False(t, mr.Exists(key), "%s outlived its TTL", key)
-				}
-			},
-		},
-		{
-			name: "Redis",
-			new: func(t *testing.T) (*redis.Client, string, func(*testing.T, string)) {
-				rdb, prefix := redistest.Real(t)
-				return rdb, prefix, func(t *testing.T, key string) {
-					t.Helper()
-					require.Eventually(t, func() bool {
-						return rdb.Exists(context.Background(), key).Val() == 0
-					}, 5*time.Second, 5*time.Millisecond, "%s outlived its TTL", key)
-				}
-			},
-		},
-	}
-}
-
-func TestBackendsMatchRedistest(t *testing.T) {
-	t.Parallel()
-
-	var want, got []string
-	for _, be := range redistest.Backends() {
-		want = append(want, be.Name)
-	}
-	for _, be := range backends() {
-		got = append(got, be.name)
-	}
-	require.Equal(t, want, got)
-}
-
-// commandLog is a go-redis hook recording every command sent.
-type commandLog struct {
-	mu   sync.Mutex
-	cmds [][]any
-}
-
-func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.record(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			l.record(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (l *commandLog) record(cmd redis.Cmder) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cmds = append(l.cmds, cmd.Args())
-}
-
-// names returns the names of the commands recorded, leaving out the
-// connection handshake.
-func (l *commandLog) names() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, args := range l.cmds {
-		name := strings.ToLower(fmt.Sprint(args[0]))
-		switch name {
-		case "hello", "client", "auth", "select", "ping":
-			continue
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-func (l *commandLog) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cmds = nil
-}
-
 type testBundle struct {
 	rdb    *redis.Client
 	prefix string
 	list   *buffer.List
-	cmds   *commandLog
-	expire func(t *testing.T, key string)
+	cmds   *redistest.CommandLog
+	expire func(t testing.TB, key string)
 	// leaseKey is the key of list's drain lease.
 	leaseKey string
 }
@@ -143,30 +32,22 @@ const shard = 3
 
 func TestList(t *testing.T) {
 	t.Parallel()
-
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			testList(t, be)
-		})
-	}
+	redistest.RunBackends(t, testList)
 }
 
-func testList(t *testing.T, be backend) {
+func testList(t *testing.T, be redistest.Backend) {
 	ctx := context.Background()
 
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		rdb, prefix, expire := be.new(t)
-		cmds := &commandLog{}
-		rdb.AddHook(cmds)
+		conn := be.Open(t)
 		return &testBundle{
-			rdb:      rdb,
-			prefix:   prefix,
-			list:     buffer.New(rdb, prefix, shard),
-			cmds:     cmds,
-			expire:   expire,
-			leaseKey: uum.LeaseKey(prefix, shard),
+			rdb:      conn.Client,
+			prefix:   conn.Prefix,
+			list:     buffer.New(conn.Client, conn.Prefix, shard),
+			cmds:     redistest.RecordCommands(conn.Client),
+			expire:   conn.Expire,
+			leaseKey: uum.LeaseKey(conn.Prefix, shard),
 		}
 	}
 
@@ -196,10 +77,10 @@ func testList(t *testing.T, be backend) {
 		t.Parallel()
 		b := setup(t)
 		require.NoError(t, b.rdb.Ping(ctx).Err())
-		b.cmds.reset()
+		b.cmds.Reset()
 
 		require.NoError(t, b.list.Push(ctx, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
-		require.Equal(t, []string{"lpush"}, b.cmds.names())
+		require.Equal(t, []string{"lpush"}, b.cmds.Names())
 		require.Equal(t, []string{"a", "b", "c"}, all(t, b), "one call's entries keep their order")
 	})
 
@@ -207,7 +88,7 @@ func testList(t *testing.T, be backend) {
 		t.Parallel()
 		b := setup(t)
 		require.NoError(t, b.list.Push(ctx, nil))
-		require.Empty(t, b.cmds.names())
+		require.Empty(t, b.cmds.Names())
 	})
 
 	t.Run("PeekReturnsOldestFirst", func(t *testing.T) {
@@ -450,22 +331,11 @@ func testList(t *testing.T, be backend) {
 		require.NoError(t, lease.Trim(ctx, 0))
 
 		pattern := b.prefix + "*"
-		if be.isolated {
+		if be.Isolated {
 			pattern = "*" // the whole server is ours: any key at all must be prefixed
 		}
-		keys, err := scan(ctx, b.rdb, pattern)
-		require.NoError(t, err)
-		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey}, keys)
+		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey}, redistest.Keys(t, b.rdb, pattern))
 	})
-}
-
-func scan(ctx context.Context, rdb *redis.Client, pattern string) ([]string, error) {
-	var keys []string
-	iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	return keys, iter.Err()
 }
 
 func BenchmarkPush(b *testing.B) {

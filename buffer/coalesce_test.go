@@ -17,76 +17,66 @@ import (
 
 func TestCoalescer(t *testing.T) {
 	t.Parallel()
-	backends := map[string]func(testing.TB) (*redis.Client, string){
-		"Miniredis": func(tb testing.TB) (*redis.Client, string) {
-			rdb, _, p := redistest.Mini(tb)
-			return rdb, p
-		},
-		"Redis": redistest.Real,
-	}
-	for name, newRedis := range backends {
-		t.Run(name, func(t *testing.T) {
+	redistest.RunBackends(t, func(t *testing.T, be redistest.Backend) {
+		ctx := context.Background()
+		setup := func(t *testing.T) (*buffer.List, *buffer.Coalescer) {
+			rdb, prefix := be.New(t)
+			l := buffer.New(rdb, prefix, 0)
+			c := buffer.NewCoalescer(l, 2, 8, time.Second)
+			t.Cleanup(c.Close)
+			return l, c
+		}
+
+		t.Run("ConcurrentPushesAllLandWithEachCallContiguous", func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			setup := func(t *testing.T) (*buffer.List, *buffer.Coalescer) {
-				rdb, prefix := newRedis(t)
-				l := buffer.New(rdb, prefix, 0)
-				c := buffer.NewCoalescer(l, 2, 8, time.Second)
-				t.Cleanup(c.Close)
-				return l, c
-			}
-
-			t.Run("ConcurrentPushesAllLandWithEachCallContiguous", func(t *testing.T) {
-				t.Parallel()
-				l, c := setup(t)
-				const callers, calls = 20, 25
-				var wg sync.WaitGroup
-				for g := range callers {
-					wg.Go(func() {
-						for k := range calls {
-							a := []byte(fmt.Sprintf("%d-%d-a", g, k))
-							b := []byte(fmt.Sprintf("%d-%d-b", g, k))
-							if err := c.Push(ctx, [][]byte{a, b}); err != nil {
-								t.Error(err)
-							}
+			l, c := setup(t)
+			const callers, calls = 20, 25
+			var wg sync.WaitGroup
+			for g := range callers {
+				wg.Go(func() {
+					for k := range calls {
+						a := []byte(fmt.Sprintf("%d-%d-a", g, k))
+						b := []byte(fmt.Sprintf("%d-%d-b", g, k))
+						if err := c.Push(ctx, [][]byte{a, b}); err != nil {
+							t.Error(err)
 						}
-					})
-				}
-				wg.Wait()
-				all, err := l.Peek(ctx, 0, 1<<20)
-				require.NoError(t, err)
-				require.Len(t, all, callers*calls*2)
-				// One LPUSH per call puts its entries next to each other.
-				seen := make(map[string]bool)
-				for i := 0; i < len(all); i += 2 {
-					require.Equal(t, all[i][:len(all[i])-1]+"b", all[i+1][:len(all[i+1])-1]+"b", "entries of one call are adjacent")
-					seen[all[i]] = true
-				}
-				require.Len(t, seen, callers*calls)
-			})
-
-			t.Run("PushAfterCloseFails", func(t *testing.T) {
-				t.Parallel()
-				l, c := setup(t)
-				require.NoError(t, c.Push(ctx, [][]byte{[]byte("x")}))
-				c.Close()
-				c.Close()
-				require.ErrorIs(t, c.Push(ctx, [][]byte{[]byte("y")}), buffer.ErrClosed)
-				n, err := l.Len(ctx)
-				require.NoError(t, err)
-				require.Equal(t, int64(1), n)
-			})
-
-			t.Run("EmptyPushIsANoOp", func(t *testing.T) {
-				t.Parallel()
-				l, c := setup(t)
-				require.NoError(t, c.Push(ctx, nil))
-				n, err := l.Len(ctx)
-				require.NoError(t, err)
-				require.Zero(t, n)
-			})
+					}
+				})
+			}
+			wg.Wait()
+			all, err := l.Peek(ctx, 0, 1<<20)
+			require.NoError(t, err)
+			require.Len(t, all, callers*calls*2)
+			// One LPUSH per call puts its entries next to each other.
+			seen := make(map[string]bool)
+			for i := 0; i < len(all); i += 2 {
+				require.Equal(t, all[i][:len(all[i])-1]+"b", all[i+1][:len(all[i+1])-1]+"b", "entries of one call are adjacent")
+				seen[all[i]] = true
+			}
+			require.Len(t, seen, callers*calls)
 		})
-	}
+
+		t.Run("PushAfterCloseFails", func(t *testing.T) {
+			t.Parallel()
+			l, c := setup(t)
+			require.NoError(t, c.Push(ctx, [][]byte{[]byte("x")}))
+			c.Close()
+			c.Close()
+			require.ErrorIs(t, c.Push(ctx, [][]byte{[]byte("y")}), buffer.ErrClosed)
+			n, err := l.Len(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n)
+		})
+
+		t.Run("EmptyPushIsANoOp", func(t *testing.T) {
+			t.Parallel()
+			l, c := setup(t)
+			require.NoError(t, c.Push(ctx, nil))
+			n, err := l.Len(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n)
+		})
+	})
 
 	t.Run("RedisDownReturnsAnError", func(t *testing.T) {
 		t.Parallel()

@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
@@ -36,7 +37,7 @@ type testBundle struct {
 	buf    *buffer.List
 	seen   *seencache.Cache
 	stats  *statsdtest.Listener
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 }
 
 func defaultConfig() config.Processor {
@@ -58,7 +59,7 @@ func setup(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) *tes
 		buf:    buffer.New(rdb, prefix, 0),
 		seen:   seencache.New(rdb, prefix, time.Hour, st),
 		stats:  statsdtest.New(t),
-		logs:   &syncBuffer{},
+		logs:   &testenv.Buffer{},
 	}
 }
 
@@ -156,23 +157,6 @@ func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.Ba
 	return res, err
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func pairs(users []uum.UUID, names ...string) []uum.Pair {
 	var out []uum.Pair
 	for _, u := range users {
@@ -193,12 +177,9 @@ func users(n int) []uum.UUID {
 
 func TestDrain(t *testing.T) {
 	t.Parallel()
-	for _, backend := range redistest.Backends() {
-		t.Run(backend.Name, func(t *testing.T) {
-			t.Parallel()
-			testDrain(t, backend.New)
-		})
-	}
+	redistest.RunBackends(t, func(t *testing.T, be redistest.Backend) {
+		testDrain(t, be.New)
+	})
 }
 
 func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) {

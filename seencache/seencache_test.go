@@ -23,8 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// dbtest keeps one admin pool per test binary open for its lifetime.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 func pair(u uum.UUID, name string) uum.Pair { return uum.Pair{UserID: u, Name: name} }
@@ -81,161 +80,38 @@ func (d *fakeDict) callLog() [][]string {
 	return slices.Clone(d.calls)
 }
 
-// roundTrips is a go-redis hook recording the commands of each round-trip
-// to the server: one Process or ProcessPipeline call. The connection
-// handshake is left out.
-type roundTrips struct {
-	mu    sync.Mutex
-	trips [][][]any
-}
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.record([]redis.Cmder{cmd})
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.record(cmds)
-		return next(ctx, cmds)
-	}
-}
-
-func (r *roundTrips) record(cmds []redis.Cmder) {
-	var trip [][]any
-	for _, c := range cmds {
-		switch c.Name() {
-		case "hello", "client", "auth", "select", "ping":
-			continue
-		}
-		trip = append(trip, c.Args())
-	}
-	if len(trip) == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trips = append(r.trips, trip)
-}
-
-// take returns the round-trips recorded so far and forgets them.
-func (r *roundTrips) take() [][][]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t := r.trips
-	r.trips = nil
-	return t
-}
-
-// commandCounts counts the commands of each round-trip by name.
-func commandCounts(trips [][][]any) []map[string]int {
-	out := make([]map[string]int, len(trips))
-	for i, trip := range trips {
-		out[i] = make(map[string]int)
-		for _, args := range trip {
-			out[i][strings.ToLower(fmt.Sprint(args[0]))]++
-		}
-	}
-	return out
-}
-
-// backend is a redistest backend plus a way to let a key's TTL run out:
-// miniredis only moves its clock on FastForward, while a real server's
-// keys expire on their own.
-type backend struct {
-	name string
-	// new returns a client, a fresh key prefix and expire, which returns
-	// once key has outlived its TTL.
-	new func(t *testing.T) (rdb *redis.Client, prefix string, expire func(t *testing.T, key string))
-}
-
-func backends() []backend {
-	return []backend{
-		{
-			name: "Miniredis",
-			new: func(t *testing.T) (*redis.Client, string, func(*testing.T, string)) {
-				rdb, mr, prefix := redistest.Mini(t)
-				return rdb, prefix, func(t *testing.T, key string) {
-					t.Helper()
-					require.True(t, mr.Exists(key), "%s was never written", key)
-					mr.FastForward(mr.TTL(key) + time.Millisecond)
-					require.False(t, mr.Exists(key), "%s outlived its TTL", key)
-				}
-			},
-		},
-		{
-			name: "Redis",
-			new: func(t *testing.T) (*redis.Client, string, func(*testing.T, string)) {
-				rdb, prefix := redistest.Real(t)
-				return rdb, prefix, func(t *testing.T, key string) {
-					t.Helper()
-					// Poll with EXISTS: Seen would refresh the TTL it waits on.
-					require.Eventually(t, func() bool {
-						return rdb.Exists(context.Background(), key).Val() == 0
-					}, 5*time.Second, 5*time.Millisecond, "%s outlived its TTL", key)
-				}
-			},
-		},
-	}
-}
-
-func TestBackendsMatchRedistest(t *testing.T) {
-	t.Parallel()
-
-	var want, got []string
-	for _, be := range redistest.Backends() {
-		want = append(want, be.Name)
-	}
-	for _, be := range backends() {
-		got = append(got, be.name)
-	}
-	require.Equal(t, want, got)
-}
-
 type testBundle struct {
 	rdb    *redis.Client
 	prefix string
 	dict   *fakeDict
-	trips  *roundTrips
+	trips  *redistest.CommandLog
 	cache  *seencache.Cache // expires keys after ttl
-	expire func(t *testing.T, key string)
+	expire func(t testing.TB, key string)
 }
 
 const ttl = time.Hour
 
 func TestCache(t *testing.T) {
 	t.Parallel()
-
-	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
-			t.Parallel()
-			testCache(t, be)
-		})
-	}
+	redistest.RunBackends(t, testCache)
 }
 
-func testCache(t *testing.T, be backend) {
+func testCache(t *testing.T, be redistest.Backend) {
 	ctx := context.Background()
 
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		rdb, prefix, expire := be.new(t)
+		conn := be.Open(t)
 		// Open the connection first so the handshake is not counted.
-		require.NoError(t, rdb.Ping(ctx).Err())
-		trips := &roundTrips{}
-		rdb.AddHook(trips)
+		require.NoError(t, conn.Client.Ping(ctx).Err())
 		dict := newFakeDict()
 		return &testBundle{
-			rdb:    rdb,
-			prefix: prefix,
+			rdb:    conn.Client,
+			prefix: conn.Prefix,
 			dict:   dict,
-			trips:  trips,
-			cache:  seencache.New(rdb, prefix, ttl, dict),
-			expire: expire,
+			trips:  redistest.RecordCommands(conn.Client),
+			cache:  seencache.New(conn.Client, conn.Prefix, ttl, dict),
+			expire: conn.Expire,
 		}
 	}
 
@@ -257,7 +133,7 @@ func testCache(t *testing.T, be backend) {
 			require.Empty(t, seen)
 			require.NoError(t, b.cache.Mark(ctx, pairs))
 		}
-		require.Empty(t, b.trips.take())
+		require.Empty(t, b.trips.Take())
 		require.Empty(t, b.dict.callLog())
 	})
 
@@ -412,7 +288,7 @@ func testCache(t *testing.T, be backend) {
 		_, err := b.cache.Seen(ctx, pairs)
 		require.ErrorIs(t, err, errDict)
 		require.ErrorIs(t, b.cache.Mark(ctx, pairs), errDict)
-		require.Empty(t, b.trips.take(), "nothing is sent without ids")
+		require.Empty(t, b.trips.Take(), "nothing is sent without ids")
 		require.Zero(t, b.rdb.Exists(ctx, uum.SeenKey(b.prefix, u)).Val())
 
 		// Failures are not memoised: the next call asks again.
@@ -434,7 +310,7 @@ func testCache(t *testing.T, be backend) {
 		_, err := b.cache.Seen(ctx, pairs)
 		require.ErrorContains(t, err, `no id for "lost"`)
 		require.ErrorContains(t, b.cache.Mark(ctx, pairs), `no id for "lost"`)
-		require.Empty(t, b.trips.take())
+		require.Empty(t, b.trips.Take())
 	})
 
 	t.Run("RedisDownIsAnError", func(t *testing.T) {
@@ -459,7 +335,7 @@ func testCache(t *testing.T, be backend) {
 		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(uum.NewUUID(), "a")})
 		require.NoError(t, err)
 
-		trips := b.trips.take()
+		trips := b.trips.Take()
 		require.NotEmpty(t, trips)
 		for _, trip := range trips {
 			for _, args := range trip {
@@ -467,13 +343,7 @@ func testCache(t *testing.T, be backend) {
 				require.True(t, strings.HasPrefix(fmt.Sprint(args[1]), b.prefix), "%v", args)
 			}
 		}
-		var keys []string
-		iter := b.rdb.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		require.NoError(t, iter.Err())
-		require.ElementsMatch(t, []string{uum.SeenKey(b.prefix, u1), uum.SeenKey(b.prefix, u2)}, keys)
+		require.ElementsMatch(t, []string{uum.SeenKey(b.prefix, u1), uum.SeenKey(b.prefix, u2)}, redistest.Keys(t, b.rdb, b.prefix+"*"))
 	})
 
 	t.Run("OneRoundTripPerCall", func(t *testing.T) {
@@ -489,12 +359,12 @@ func testCache(t *testing.T, be backend) {
 		}
 
 		require.NoError(t, b.cache.Mark(ctx, pairs))
-		require.Equal(t, []map[string]int{{"setbit": 500, "pexpire": 100}}, commandCounts(b.trips.take()))
+		require.Equal(t, []map[string]int{{"setbit": 500, "pexpire": 100}}, b.trips.TakeCounts())
 
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.NotContains(t, seen, false)
-		require.Equal(t, []map[string]int{{"getbit": 500, "pexpire": 100}}, commandCounts(b.trips.take()))
+		require.Equal(t, []map[string]int{{"getbit": 500, "pexpire": 100}}, b.trips.TakeCounts())
 	})
 
 	t.Run("SafeForConcurrentUse", func(t *testing.T) {

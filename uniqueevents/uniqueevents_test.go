@@ -42,50 +42,10 @@ func testConfig() config.Events {
 	}
 }
 
-// commandLog is a go-redis hook recording the name of every command sent.
-type commandLog struct {
-	mu    sync.Mutex
-	names []string
-}
-
-func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		l.record(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			l.record(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (l *commandLog) record(cmd redis.Cmder) {
-	switch name := cmd.Name(); name {
-	case "hello", "client", "auth", "select", "ping": // connection handshake
-	default:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.names = append(l.names, name)
-	}
-}
-
-func (l *commandLog) recorded() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.names)
-}
-
 type testBundle struct {
 	client *uniqueevents.Client
 	list   *buffer.List
-	cmds   *commandLog
+	cmds   *redistest.CommandLog
 	user   uum.UUID
 }
 
@@ -115,13 +75,7 @@ func requireValidationError(t *testing.T, err error, field string) *uum.Validati
 
 func TestLogEvents(t *testing.T) {
 	t.Parallel()
-
-	for _, be := range redistest.Backends() {
-		t.Run(be.Name, func(t *testing.T) {
-			t.Parallel()
-			testLogEvents(t, be)
-		})
-	}
+	redistest.RunBackends(t, testLogEvents)
 }
 
 func testLogEvents(t *testing.T, be redistest.Backend) {
@@ -134,8 +88,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 	setup := func(t *testing.T, opts options) *testBundle {
 		t.Helper()
 		rdb, prefix := be.New(t)
-		cmds := &commandLog{}
-		rdb.AddHook(cmds)
+		cmds := redistest.RecordCommands(rdb)
 		list := buffer.New(rdb, prefix, 0)
 		cfg := testConfig()
 		if opts.config != nil {
@@ -155,7 +108,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		want := []string{"login", "login_oh_site_757", "login_oh_site_668", "search"}
 		require.Equal(t, want, got, "each name followed by its variants")
-		require.Equal(t, []string{"lpush"}, b.cmds.recorded())
+		require.Equal(t, []string{"lpush"}, b.cmds.Names())
 		require.Equal(t, want, b.buffered(t))
 	})
 
@@ -188,7 +141,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		verr := requireValidationError(t, err, "event_names[1]")
 		require.Equal(t, "Not Valid", verr.Value)
 		require.Nil(t, got)
-		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.cmds.Names())
 		require.Empty(t, b.buffered(t))
 	})
 
@@ -247,7 +200,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NotNil(t, got)
 		require.Empty(t, got)
-		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.cmds.Names())
 		require.Empty(t, b.buffered(t))
 	})
 
@@ -325,7 +278,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		verr = requireValidationError(t, err, "event_names[0]")
 		require.Equal(t, long+"_oh_757", verr.Value)
 
-		require.Empty(t, b.cmds.recorded())
+		require.Empty(t, b.cmds.Names())
 		require.Empty(t, b.buffered(t))
 	})
 

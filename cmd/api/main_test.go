@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -12,21 +10,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	// dbtest keeps one admin pool per test binary open until the process
-	// exits; its health-check goroutine is the only one allowed to outlive
-	// the tests. run's own pool is closed by run.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+	// run's own pool is closed by run.
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 const (
@@ -39,44 +34,22 @@ const (
 )
 
 type testBundle struct {
-	env    map[string]string
-	rdb    *redis.Client
-	prefix string
-	logs   *syncBuffer
+	testenv.Stack
+	logs   *testenv.Buffer
 	client *http.Client
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	_, dbURL := dbtest.Schema(t)
-	rdb, prefix := redistest.Real(t)
+	stack := testenv.New(t)
+	stack.Env["UUM_API_TOKENS"] = "ingest:" + ingestToken + ",read:" + readToken
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	b := &testBundle{
-		env: map[string]string{
-			"UUM_DATABASE_URL": dbURL,
-			"UUM_REDIS_URL":    redistest.URL(),
-			"UUM_KEY_PREFIX":   prefix,
-			"UUM_API_ADDR":     "127.0.0.1:0",
-			"UUM_STATSD_ADDR":  "",
-			"UUM_API_TOKENS":   "ingest:" + ingestToken + ",read:" + readToken,
-		},
-		rdb:    rdb,
-		prefix: prefix,
-		logs:   &syncBuffer{},
+	return &testBundle{
+		Stack:  stack,
+		logs:   testenv.NewBuffer(t, "api logs"),
 		client: &http.Client{Transport: tr, Timeout: 10 * time.Second},
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("api logs:\n%s", b.logs.String())
-		}
-	})
-	return b
-}
-
-func (b *testBundle) lookup(name string) (string, bool) {
-	v, ok := b.env[name]
-	return v, ok
 }
 
 // server is run running in a goroutine.
@@ -94,7 +67,7 @@ func (b *testBundle) start(t *testing.T) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	s := &server{cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- run(ctx, b.lookup, b.logs, func(a net.Addr) { addr <- a }) }()
+	go func() { s.done <- run(ctx, b.Env.Lookup, b.logs, func(a net.Addr) { addr <- a }) }()
 	t.Cleanup(func() { _ = s.stop(t) })
 	select {
 	case a := <-addr:
@@ -122,22 +95,9 @@ func (s *server) stop(t *testing.T) error {
 	return s.err
 }
 
-func (b *testBundle) do(t *testing.T, method, url, token string, body string) (int, []byte) {
+func (b *testBundle) do(t *testing.T, method, url, token string, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := b.client.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, got
+	return testenv.Request(t, b.client, method, url, token, body)
 }
 
 func TestRun(t *testing.T) {
@@ -146,16 +106,16 @@ func TestRun(t *testing.T) {
 	t.Run("BuffersPostedEvents", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_TRACKED_FACILITY_IDS"] = "757"
-		b.env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
+		b.Env["UUM_TRACKED_FACILITY_IDS"] = "757"
+		b.Env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
 		s := b.start(t)
 
 		status, body := b.do(t, http.MethodPost, s.base+"/v1/events", ingestToken,
 			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed","mhv_inbox_accessed"],"user_facility_ids":["757"]}`)
-		require.Equal(t, http.StatusAccepted, status, string(body))
-		require.JSONEq(t, `{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757","mhv_inbox_accessed"]}`, string(body))
+		require.Equal(t, http.StatusAccepted, status, body)
+		require.JSONEq(t, `{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757","mhv_inbox_accessed"]}`, body)
 
-		entries, err := b.rdb.LRange(t.Context(), b.prefix+"{buffer:0}:pending", 0, -1).Result()
+		entries, err := b.Redis.LRange(t.Context(), b.Prefix+"{buffer:0}:pending", 0, -1).Result()
 		require.NoError(t, err)
 		id, err := uum.ParseUUID("user_id", userID)
 		require.NoError(t, err)
@@ -174,7 +134,7 @@ func TestRun(t *testing.T) {
 		status, _ := b.do(t, http.MethodPost, s.base+"/v1/events", readToken,
 			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed"]}`)
 		require.Equal(t, http.StatusForbidden, status)
-		n, err := b.rdb.LLen(t.Context(), b.prefix+"{buffer:0}:pending").Result()
+		n, err := b.Redis.LLen(t.Context(), b.Prefix+"{buffer:0}:pending").Result()
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -185,8 +145,8 @@ func TestRun(t *testing.T) {
 		s := b.start(t)
 
 		status, body := b.do(t, http.MethodGet, s.base+"/readyz", "", "")
-		require.Equal(t, http.StatusOK, status, string(body))
-		require.JSONEq(t, `{"status":"ready","checks":{"redis":"ok","postgres":"ok"}}`, string(body))
+		require.Equal(t, http.StatusOK, status, body)
+		require.JSONEq(t, `{"status":"ready","checks":{"redis":"ok","postgres":"ok"}}`, body)
 	})
 
 	t.Run("ShutsDownGracefullyOnCancel", func(t *testing.T) {
@@ -205,9 +165,9 @@ func TestRun(t *testing.T) {
 	t.Run("ConfigErrorNamesVariable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_BATCH_SIZE"] = "0"
+		b.Env["UUM_BATCH_SIZE"] = "0"
 
-		err := run(t.Context(), b.lookup, b.logs, func(net.Addr) { t.Error("listened despite bad config") })
+		err := run(t.Context(), b.Env.Lookup, b.logs, func(net.Addr) { t.Error("listened despite bad config") })
 		var cerr *config.Error
 		require.ErrorAs(t, err, &cerr, "main exits 2 on a *config.Error")
 		require.Equal(t, "UUM_BATCH_SIZE", cerr.Var)
@@ -217,11 +177,11 @@ func TestRun(t *testing.T) {
 	t.Run("UnreachableRedisFailsStart", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_REDIS_URL"] = "redis://127.0.0.1:1/0"
+		b.Env["UUM_REDIS_URL"] = "redis://127.0.0.1:1/0"
 
 		done := make(chan error, 1)
 		go func() {
-			done <- run(t.Context(), b.lookup, b.logs, func(net.Addr) { t.Error("listened without redis") })
+			done <- run(t.Context(), b.Env.Lookup, b.logs, func(net.Addr) { t.Error("listened without redis") })
 		}()
 		select {
 		case err := <-done:
@@ -232,23 +192,4 @@ func TestRun(t *testing.T) {
 			t.Fatal("run hung on an unreachable redis")
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
-// logger and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

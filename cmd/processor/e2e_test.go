@@ -1,10 +1,8 @@
 package main
 
 import (
-	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum/internal/testenv"
 )
 
 const (
@@ -32,9 +32,9 @@ func TestAPIBinary(t *testing.T) {
 	t.Run("NewcomerFlow", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_API_TOKENS"] = "ingest:" + ingestToken + ",read:" + readToken
-		b.env["UUM_TRACKED_FACILITY_IDS"] = "757"
-		b.env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
+		b.Env["UUM_API_TOKENS"] = "ingest:" + ingestToken + ",read:" + readToken
+		b.Env["UUM_TRACKED_FACILITY_IDS"] = "757"
+		b.Env["UUM_FACILITY_TRACKED_EVENTS"] = "mhv_rx_accessed"
 		base := b.startAPI(t, bin)
 
 		b.post(t, base, `{"user_id":"`+userA+`","event_names":["mhv_rx_accessed","mhv_inbox_accessed"],"user_facility_ids":["757"]}`,
@@ -69,7 +69,7 @@ func TestAPIBinary(t *testing.T) {
 	t.Run("ExitsTwoOnConfigError", func(t *testing.T) {
 		t.Parallel()
 		cmd := exec.CommandContext(t.Context(), bin)
-		cmd.Env = environ(map[string]string{"UUM_BATCH_SIZE": "0"})
+		cmd.Env = testenv.Env{"UUM_BATCH_SIZE": "0"}.Environ()
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -101,11 +101,11 @@ func (b *testBundle) startAPI(t *testing.T, bin string) string {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	b.env["UUM_API_ADDR"] = addr
+	b.Env["UUM_API_ADDR"] = addr
 
 	cmd := exec.Command(bin)
-	cmd.Env = environ(b.env)
-	logs := &syncBuffer{}
+	cmd.Env = b.Env.Environ()
+	logs := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -153,49 +153,16 @@ var httpClient = &http.Client{
 	Timeout:   10 * time.Second,
 }
 
-// environ is the test process's environment without UUM_ variables, plus
-// vars.
-func environ(vars map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "UUM_") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
 func (b *testBundle) post(t *testing.T, base, body, want string) {
 	t.Helper()
-	status, got := b.request(t, http.MethodPost, base+"/v1/events", ingestToken, body)
+	status, got := testenv.Request(t, httpClient, http.MethodPost, base+"/v1/events", ingestToken, body)
 	require.Equal(t, http.StatusAccepted, status, got)
 	require.JSONEq(t, want, got)
 }
 
 func (b *testBundle) get(t *testing.T, url string) string {
 	t.Helper()
-	status, got := b.request(t, http.MethodGet, url, readToken, "")
+	status, got := testenv.Request(t, httpClient, http.MethodGet, url, readToken, "")
 	require.Equal(t, http.StatusOK, status, got)
 	return got
-}
-
-func (b *testBundle) request(t *testing.T, method, url, token, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := httpClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	got, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, string(got)
 }

@@ -4,29 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
-	// dbtest keeps one admin pool per test binary open until the process
-	// exits; its health-check goroutine is the only one allowed to outlive
-	// the tests. run's own pool is closed by run.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"))
+	// run's own pool is closed by run.
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 const (
@@ -38,68 +31,32 @@ const (
 )
 
 type testBundle struct {
-	env    map[string]string
-	pool   *pgxpool.Pool
-	rdb    *redis.Client
-	prefix string
-	stdout *syncBuffer
-	stderr *syncBuffer
+	testenv.Stack
+	stdout *testenv.Buffer
+	stderr *testenv.Buffer
 }
 
 // setup gives the test its own schema and key prefix on DB 0 of the test
 // Redis.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	pool, dbURL := dbtest.Schema(t)
-	rdb, prefix := redistest.Real(t)
-	return newBundle(t, pool, dbURL, rdb, prefix, redistest.URL())
+	return newBundle(t, testenv.New(t))
 }
 
 // setupExclusive is setup on a Redis database of its own, for asynq.
 func setupExclusive(t *testing.T) *testBundle {
 	t.Helper()
-	pool, dbURL := dbtest.Schema(t)
-	opt := redistest.ExclusiveDB(t)
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
-	u, err := url.Parse(redistest.URL())
-	require.NoError(t, err)
-	u.Path = "/" + strconv.Itoa(opt.DB)
-	return newBundle(t, pool, dbURL, rdb, redistest.Prefix(t), u.String())
+	return newBundle(t, testenv.NewExclusive(t))
 }
 
-func newBundle(t *testing.T, pool *pgxpool.Pool, dbURL string, rdb *redis.Client, prefix, redisURL string) *testBundle {
-	b := &testBundle{
-		env: map[string]string{
-			"UUM_DATABASE_URL": dbURL,
-			"UUM_REDIS_URL":    redisURL,
-			"UUM_KEY_PREFIX":   prefix,
-			"UUM_API_ADDR":     "127.0.0.1:0",
-			"UUM_STATSD_ADDR":  "",
-			"UUM_API_TOKENS":   "admin:admin-token-0123456789",
-		},
-		pool:   pool,
-		rdb:    rdb,
-		prefix: prefix,
-		stdout: &syncBuffer{},
-		stderr: &syncBuffer{},
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("processor stderr:\n%s", b.stderr.String())
-		}
-	})
-	return b
-}
-
-func (b *testBundle) lookup(name string) (string, bool) {
-	v, ok := b.env[name]
-	return v, ok
+func newBundle(t *testing.T, stack testenv.Stack) *testBundle {
+	stack.Env["UUM_API_TOKENS"] = "admin:admin-token-0123456789"
+	return &testBundle{Stack: stack, stdout: &testenv.Buffer{}, stderr: testenv.NewBuffer(t, "processor stderr")}
 }
 
 func (b *testBundle) run(t *testing.T, args ...string) error {
 	t.Helper()
-	return run(t.Context(), args, b.lookup, b.stdout, b.stderr)
+	return run(t.Context(), args, b.Env.Lookup, b.stdout, b.stderr)
 }
 
 // once runs `processor -once` and returns the summary line decoded.
@@ -120,12 +77,12 @@ func (b *testBundle) push(t *testing.T, entries ...string) {
 	for i, e := range entries {
 		args[i] = e
 	}
-	require.NoError(t, b.rdb.LPush(t.Context(), b.prefix+"{buffer:0}:pending", args...).Err())
+	require.NoError(t, b.Redis.LPush(t.Context(), b.Prefix+"{buffer:0}:pending", args...).Err())
 }
 
 func (b *testBundle) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := b.rdb.LLen(t.Context(), b.prefix+"{buffer:0}:pending").Result()
+	n, err := b.Redis.LLen(t.Context(), b.Prefix+"{buffer:0}:pending").Result()
 	require.NoError(t, err)
 	return n
 }
@@ -133,7 +90,7 @@ func (b *testBundle) pending(t *testing.T) int64 {
 func (b *testBundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
-	require.NoError(t, b.pool.QueryRow(t.Context(), query, args...).Scan(&n))
+	require.NoError(t, b.Pool.QueryRow(t.Context(), query, args...).Scan(&n))
 	return n
 }
 
@@ -196,7 +153,7 @@ func TestRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.push(t, wire(userA, "mhv_rx_accessed"))
-		require.NoError(t, b.rdb.Set(t.Context(), b.prefix+"{buffer:0}:lease", "another-drainer", time.Minute).Err())
+		require.NoError(t, b.Redis.Set(t.Context(), b.Prefix+"{buffer:0}:lease", "another-drainer", time.Minute).Err())
 
 		sum := b.once(t)
 		require.Equal(t, true, sum["skipped"])
@@ -211,7 +168,7 @@ func TestExitCode(t *testing.T) {
 	t.Run("ConfigErrorIsTwoAndNamesVariable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_BATCH_SIZE"] = "0"
+		b.Env["UUM_BATCH_SIZE"] = "0"
 
 		err := b.run(t, "-once")
 		var cerr *config.Error
@@ -224,7 +181,7 @@ func TestExitCode(t *testing.T) {
 
 	t.Run("UnknownFlagIsTwo", func(t *testing.T) {
 		t.Parallel()
-		b := &testBundle{stdout: &syncBuffer{}, stderr: &syncBuffer{}} // run stops before reading the environment
+		b := &testBundle{stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}} // run stops before reading the environment
 
 		err := b.run(t, "-bogus")
 		require.Error(t, err)
@@ -236,7 +193,7 @@ func TestExitCode(t *testing.T) {
 
 	t.Run("UnexpectedArgumentIsTwo", func(t *testing.T) {
 		t.Parallel()
-		b := &testBundle{stdout: &syncBuffer{}, stderr: &syncBuffer{}} // run stops before reading the environment
+		b := &testBundle{stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}} // run stops before reading the environment
 
 		err := b.run(t, "-once", "extra")
 		var stderr bytes.Buffer
@@ -247,7 +204,7 @@ func TestExitCode(t *testing.T) {
 	t.Run("PostgresFailureIsOne", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.env["UUM_DATABASE_URL"] = "postgres://127.0.0.1:1/uum?sslmode=disable&connect_timeout=5"
+		b.Env["UUM_DATABASE_URL"] = "postgres://127.0.0.1:1/uum?sslmode=disable&connect_timeout=5"
 
 		err := b.run(t, "-once")
 		require.Error(t, err)
@@ -271,23 +228,23 @@ func TestRunService(t *testing.T) {
 	t.Run("DrainsPeriodicallyAndStopsGracefully", func(t *testing.T) {
 		t.Parallel()
 		b := setupExclusive(t)
-		b.env["UUM_DRAIN_INTERVAL"] = "1s"
+		b.Env["UUM_DRAIN_INTERVAL"] = "1s"
 
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, nil, b.lookup, b.stdout, b.stderr) }()
+		go func() { done <- run(ctx, nil, b.Env.Lookup, b.stdout, b.stderr) }()
 
 		b.push(t, wire(userA, "mhv_rx_accessed"), wire(userB, "mhv_rx_accessed"), wire(userB, "mhv_inbox_accessed"))
 		// The conditions run off the test goroutine, so they must not
 		// call require.
 		require.Eventually(t, func() bool {
 			var n int
-			err := b.pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&n)
+			err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&n)
 			return err == nil && n == 3
 		}, 20*time.Second, 50*time.Millisecond, "the scheduled drain commits the buffer")
 		require.Eventually(t, func() bool {
-			n, err := b.rdb.LLen(ctx, b.prefix+"{buffer:0}:pending").Result()
+			n, err := b.Redis.LLen(ctx, b.Prefix+"{buffer:0}:pending").Result()
 			return err == nil && n == 0
 		}, 10*time.Second, 20*time.Millisecond, "the drain trims what it committed")
 
@@ -301,23 +258,4 @@ func TestRunService(t *testing.T) {
 		require.Contains(t, b.stderr.String(), `"msg":"processor stopping"`)
 		require.Empty(t, b.stdout.String(), "the service prints no summary")
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of run's
-// logger and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum/store"
 )
@@ -36,6 +37,14 @@ var (
 	adminPool *pgxpool.Pool
 	adminErr  error
 )
+
+// LeakOptions returns the goleak options for a test binary that uses
+// dbtest: the admin pool is shared by all its tests and stays open until
+// the process exits, so its health-check goroutine is the only one allowed
+// to outlive them.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")}
+}
 
 // admin returns the pool shared by the tests of one binary, creating the
 // test database on first use.

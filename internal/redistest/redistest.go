@@ -1,7 +1,8 @@
 // Package redistest gives tests isolated Redis: a unique key prefix on the
 // shared real server (TEST_REDIS_URL), a miniredis instance, or an
 // exclusive database number for code such as asynq whose keys cannot be
-// prefixed. Import it only from _test.go files.
+// prefixed. Behaviour suites run on every Backend; CommandLog records what
+// a client sends. Import it only from _test.go files.
 package redistest
 
 import (
@@ -15,6 +16,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // URL returns TEST_REDIS_URL or the local default.
@@ -75,20 +77,75 @@ func Mini(t testing.TB) (*redis.Client, *miniredis.Miniredis, string) {
 // Backend is one Redis implementation a behaviour suite runs against.
 type Backend struct {
 	Name string
-	// New returns a client and a fresh key prefix.
-	New func(t testing.TB) (*redis.Client, string)
+	// Isolated reports whether the server holds only this test's keys, so
+	// a suite may check that no key at all escapes the prefix.
+	Isolated bool
+	open     func(t testing.TB) *Conn
+}
+
+// Open returns a connection to the backend under a fresh key prefix.
+func (b Backend) Open(t testing.TB) *Conn {
+	t.Helper()
+	return b.open(t)
+}
+
+// New returns a client and a fresh key prefix.
+func (b Backend) New(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	c := b.open(t)
+	return c.Client, c.Prefix
 }
 
 // Backends returns miniredis and the real server, so Redis behaviour suites
 // run against both.
 func Backends() []Backend {
 	return []Backend{
-		{Name: "Miniredis", New: func(t testing.TB) (*redis.Client, string) {
-			rdb, _, p := Mini(t)
-			return rdb, p
+		{Name: "Miniredis", Isolated: true, open: func(t testing.TB) *Conn {
+			rdb, mr, prefix := Mini(t)
+			return &Conn{Client: rdb, Prefix: prefix, mr: mr}
 		}},
-		{Name: "Redis", New: Real},
+		{Name: "Redis", open: func(t testing.TB) *Conn {
+			rdb, prefix := Real(t)
+			return &Conn{Client: rdb, Prefix: prefix}
+		}},
 	}
+}
+
+// RunBackends runs suite on every backend, each in a parallel subtest
+// named for it.
+func RunBackends(t *testing.T, suite func(t *testing.T, be Backend)) {
+	t.Helper()
+	for _, be := range Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			suite(t, be)
+		})
+	}
+}
+
+// Conn is a test's client to a Backend and its key prefix.
+type Conn struct {
+	Client *redis.Client
+	Prefix string
+	mr     *miniredis.Miniredis // nil on the real server
+}
+
+// Expire returns once key has outlived its TTL. Miniredis only moves its
+// clock on FastForward, so there key must exist and the clock jumps past
+// its TTL; a real server's keys expire on their own, so there it polls
+// with EXISTS, which, unlike the reads under test, never refreshes the TTL
+// it waits on. Keep TTLs short on the real server.
+func (c *Conn) Expire(t testing.TB, key string) {
+	t.Helper()
+	if c.mr != nil {
+		require.True(t, c.mr.Exists(key), "%s was never written", key)
+		c.mr.FastForward(c.mr.TTL(key) + time.Millisecond)
+		require.False(t, c.mr.Exists(key), "%s outlived its TTL", key)
+		return
+	}
+	require.Eventually(t, func() bool {
+		return c.Client.Exists(context.Background(), key).Val() == 0
+	}, 5*time.Second, 5*time.Millisecond, "%s outlived its TTL", key)
 }
 
 const lockKey = "uum-test:dblock:"
@@ -132,6 +189,22 @@ func ExclusiveDB(t testing.TB) *redis.Options {
 		}
 		time.Sleep(50 * time.Millisecond) // waiting on other test processes, not on our own code
 	}
+}
+
+// Keys returns the keys matching pattern, scanning rather than blocking
+// the shared server with KEYS.
+func Keys(t testing.TB, rdb *redis.Client, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("scan redis keys %s: %v", pattern, err)
+	}
+	return keys
 }
 
 func deleteMatching(ctx context.Context, t testing.TB, rdb *redis.Client, pattern string) {
