@@ -649,12 +649,25 @@ func TestDefault(t *testing.T) {
 
 // benchClient returns a client over real Redis whose calls buffer "login"
 // and two facility variants.
-func benchClient(b *testing.B) (*uniqueevents.Client, uniqueevents.User) {
+// benchPushers are the two ways to wire the buffer: a plain List (one
+// round-trip per call) and the Coalescer cmd/api uses (concurrent calls
+// share pipelines).
+var benchPushers = []string{"List", "Coalescer"}
+
+func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevents.User) {
 	b.Helper()
 	rdb, prefix := redistest.Real(b)
 	cfg := testConfig()
 	cfg.PushTimeout = 50 * time.Millisecond
-	client, err := uniqueevents.New(cfg, buffer.New(rdb, prefix, 0), nil, nil, nil, nil)
+	var p interface {
+		Push(context.Context, [][]byte) error
+	} = buffer.New(rdb, prefix, 0)
+	if pusher == "Coalescer" {
+		c := buffer.NewCoalescer(buffer.New(rdb, prefix, 0), 4, 64, time.Second)
+		b.Cleanup(c.Close)
+		p = c
+	}
+	client, err := uniqueevents.New(cfg, p, nil, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -671,7 +684,13 @@ func percentile(sorted []time.Duration, p float64) float64 {
 }
 
 func BenchmarkLogEvents(b *testing.B) {
-	client, user := benchClient(b)
+	for _, p := range benchPushers {
+		b.Run(p, func(b *testing.B) { benchmarkLogEvents(b, p) })
+	}
+}
+
+func benchmarkLogEvents(b *testing.B, pusher string) {
+	client, user := benchClient(b, pusher)
 	ctx := context.Background()
 	names := []string{"login"}
 	var durations []time.Duration
@@ -694,12 +713,18 @@ func BenchmarkLogEvents(b *testing.B) {
 // from a call's scheduled start, so a slow call that delays the next ones
 // counts against them too (no coordinated omission).
 func BenchmarkLogEventsOpenLoop(b *testing.B) {
+	for _, p := range benchPushers {
+		b.Run(p, func(b *testing.B) { benchmarkLogEventsOpenLoop(b, p) })
+	}
+}
+
+func benchmarkLogEventsOpenLoop(b *testing.B, pusher string) {
 	const (
 		workers = 50
 		perSec  = 400 // per worker
 		minRun  = time.Second
 	)
-	client, user := benchClient(b)
+	client, user := benchClient(b, pusher)
 	ctx := context.Background()
 	names := []string{"login"}
 	interval := time.Second / perSec
