@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -162,29 +163,42 @@ func (c *Client) expand(user User, names []string, o callOptions) (uum.UUID, []s
 		return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: "must contain at least one event name"}
 	}
 	out := make([]string, 0, len(names))
-	seen := make(map[string]struct{}, len(names))
-	add := func(field, n string) error {
-		if err := uum.ValidateName(field, n); err != nil {
+	var seen map[string]struct{} // only for long lists; most calls carry a few names
+	if len(names) > 16 {
+		seen = make(map[string]struct{}, len(names))
+	}
+	add := func(n string) error {
+		if err := uum.ValidateName("", n); err != nil {
 			return err
 		}
-		if _, dup := seen[n]; !dup {
+		if seen == nil {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		} else if _, dup := seen[n]; !dup {
 			seen[n] = struct{}{}
 			out = append(out, n)
 		}
 		return nil
 	}
 	for i, name := range names {
-		field := fmt.Sprintf("event_names[%d]", i)
-		if err := c.policy.Check(field, name); err != nil {
-			return uum.UUID{}, nil, err
-		}
-		if err := add(field, name); err != nil {
-			return uum.UUID{}, nil, err
+		err := c.policy.Check("", name)
+		if err == nil {
+			err = add(name)
 		}
 		for _, v := range c.variants(user, name, o) {
-			if err := add(field, v); err != nil {
-				return uum.UUID{}, nil, err
+			if err == nil {
+				err = add(v)
 			}
+		}
+		if err != nil {
+			// The field path is built only on failure: this runs on every
+			// request.
+			var ve *uum.ValidationError
+			if errors.As(err, &ve) {
+				ve.Field = fmt.Sprintf("event_names[%d]", i)
+			}
+			return uum.UUID{}, nil, err
 		}
 	}
 	return id, out, nil

@@ -3,6 +3,7 @@ package uniqueevents_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"slices"
@@ -258,6 +259,22 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		got, err := b.client.LogEvents(ctx, user, []string{"login", "search", "login"})
 		require.NoError(t, err)
 		want := []string{"login", "login_oh_site_757", "login_oh_site_668", "search"}
+		require.Equal(t, want, got)
+		require.Equal(t, want, b.buffered(t))
+	})
+
+	t.Run("DuplicateNamesInALongListBufferedOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+		var names, want []string
+		for i := range 40 {
+			names = append(names, fmt.Sprintf("e%d", i%25))
+			if i < 25 {
+				want = append(want, fmt.Sprintf("e%d", i))
+			}
+		}
+		got, err := b.client.LogEvents(ctx, user, names)
+		require.NoError(t, err)
 		require.Equal(t, want, got)
 		require.Equal(t, want, b.buffered(t))
 	})
