@@ -48,16 +48,12 @@ const (
 // run serves until ctx is done. onListen, if set, gets the bound address
 // (tests listen on port 0).
 func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writer, onListen func(net.Addr)) error {
-	cfg, err := config.Load(lookup)
-	if err != nil {
-		return err
-	}
-	logger := app.Logger(stderr)
-	deps, err := app.Open(ctx, cfg, logger)
+	deps, err := app.Start(ctx, lookup, stderr)
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
+	cfg, logger := deps.Config, deps.Log()
 
 	// Concurrent requests share pipelines to Redis; each still sends its
 	// events in one LPUSH. Closed after the server drained its requests.

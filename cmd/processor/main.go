@@ -54,16 +54,12 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	cfg, err := config.Load(lookup)
-	if err != nil {
-		return err
-	}
-	logger := app.Logger(stderr)
-	deps, err := app.Open(ctx, cfg, logger)
+	deps, err := app.Start(ctx, lookup, stderr)
 	if err != nil {
 		return err
 	}
 	defer deps.Close()
+	cfg, logger := deps.Config, deps.Log()
 	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger)
 
 	if *once {

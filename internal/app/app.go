@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
@@ -99,7 +100,21 @@ func (a *App) Close() {
 	}
 }
 
+// Start loads the configuration through lookup, makes the JSON logger on
+// stderr and opens the dependencies: the common start of both binaries.
+// Configuration errors come back as *config.Error.
+func Start(ctx context.Context, lookup func(string) (string, bool), stderr io.Writer) (*App, error) {
+	cfg, err := config.Load(lookup)
+	if err != nil {
+		return nil, err
+	}
+	return Open(ctx, cfg, Logger(stderr))
+}
+
+// Log returns the logger the dependencies were opened with.
+func (a *App) Log() *slog.Logger { return a.logger }
+
 // Logger returns the process logger: JSON lines on w.
-func Logger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
+func Logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, nil))
 }
