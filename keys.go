@@ -20,13 +20,10 @@ func LeaseKey(prefix string, shard int) string {
 	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:lease"
 }
 
-// SeenKey returns the seen-cache key of a user. The 16 raw UUID bytes,
-// not its 36-character text, keep the per-user overhead small; the cache
-// holds millions of these.
-func SeenKey(prefix string, user UUID) string {
-	b := make([]byte, 0, len(prefix)+2+len(user))
-	b = append(b, prefix...)
-	b = append(b, "s:"...)
-	b = append(b, user[:]...)
-	return string(b)
+// SeenKey returns the seen-cache hash of one bucket of users in one
+// generation. Users are spread over buckets so each hash stays small
+// enough for Redis's compact listpack encoding, where a user costs ~20
+// bytes against ~150 for a key of its own.
+func SeenKey(prefix string, generation int64, bucket uint32) string {
+	return prefix + "s:" + strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
 }

@@ -212,12 +212,9 @@ func TestKeys(t *testing.T) {
 		require.Equal(t, "p:{buffer:3}:lease", uum.LeaseKey("p:", 3))
 	})
 
-	t.Run("SeenKeyHoldsRawUUIDBytes", func(t *testing.T) {
+	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
 		t.Parallel()
-		u := uum.MustParseUUID(canonicalUUID)
-		key := uum.SeenKey("p:", u)
-		require.Equal(t, "p:s:"+string(u[:]), key)
-		require.Len(t, key, len("p:s:")+16)
+		require.Equal(t, "p:s:12:345", uum.SeenKey("p:", 12, 345))
 	})
 }
 

@@ -72,7 +72,10 @@ type Processor struct {
 // Cache configures the Redis cache of (user, event) pairs already counted.
 type Cache struct {
 	// TTL is how long a pair stays cached.
-	TTL time.Duration `env:"UUM_CACHE_TTL" envDefault:"168h" desc:"Lifetime of a cached seen pair (at least 1s)."`
+	TTL time.Duration `env:"UUM_CACHE_TTL" envDefault:"168h" desc:"A cached seen pair is dropped between TTL/2 and TTL after its last use (at least 1s)."`
+	// Buckets is how many Redis hashes the cached users are spread over;
+	// keep users/Buckets well under Redis's hash-max-listpack-entries (128).
+	Buckets int `env:"UUM_CACHE_BUCKETS" envDefault:"65536" desc:"Redis hashes the seen-cache spreads users over (about users/64; changing it empties the cache)."`
 }
 
 // Events configures the logging of events on the request path.
@@ -315,6 +318,7 @@ func (c Config) validate(r *report) {
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	c.Processor.validate(r)
 	r.check("UUM_CACHE_TTL", c.Cache.TTL >= time.Second, atLeastSecond)
+	r.check("UUM_CACHE_BUCKETS", c.Cache.Buckets > 0 && c.Cache.Buckets <= 1<<24, "must be an integer from 1 to 16777216")
 	c.Events.validate(r)
 	r.check("UUM_API_ADDR", validHostPort(c.API.Addr), hostPort)
 	validateTokens(r, "UUM_API_TOKENS", c.API.Tokens)

@@ -37,7 +37,7 @@ var defaults = config.Config{
 		MaxRetry:      3,
 		LeaseTTL:      30 * time.Second,
 	},
-	Cache:  config.Cache{TTL: 168 * time.Hour},
+	Cache:  config.Cache{TTL: 168 * time.Hour, Buckets: 65536},
 	Events: config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
 	API:    config.API{Addr: "127.0.0.1:8080"},
 	Statsd: config.Statsd{Addr: "127.0.0.1:8125"},
@@ -80,6 +80,7 @@ func TestLoad(t *testing.T) {
 			"UUM_DRAIN_MAX_RETRY":         "0",
 			"UUM_DRAIN_LEASE_TTL":         "1m30s",
 			"UUM_CACHE_TTL":               "24h",
+			"UUM_CACHE_BUCKETS":           "1024",
 			"UUM_ENABLED":                 "no",
 			"UUM_EVENT_NAMES":             "login, mhv_sm_message_sent,,",
 			"UUM_TRACKED_FACILITY_IDS":    "757",
@@ -100,7 +101,7 @@ func TestLoad(t *testing.T) {
 				MaxRetry:      0,
 				LeaseTTL:      90 * time.Second,
 			},
-			Cache: config.Cache{TTL: 24 * time.Hour},
+			Cache: config.Cache{TTL: 24 * time.Hour, Buckets: 1024},
 			Events: config.Events{
 				Enabled:               false,
 				Names:                 []string{"login", "mhv_sm_message_sent"},
@@ -171,6 +172,9 @@ func TestLoadRejects(t *testing.T) {
 		for _, value := range []string{"abc", "0", "-1", "1.5", "99999999999"} {
 			cases = append(cases, testCase{name, value, name + `: must be a positive integer, got "` + value + `"`})
 		}
+	}
+	for _, value := range []string{"abc", "0", "-1", "16777217"} {
+		cases = append(cases, testCase{"UUM_CACHE_BUCKETS", value, `UUM_CACHE_BUCKETS: must be an integer from 1 to 16777216, got "` + value + `"`})
 	}
 	for _, value := range []string{"abc", "-1", "1.5"} {
 		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})

@@ -222,22 +222,28 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 1.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent, "event_name:a"))
 	})
 
-	t.Run("CachedPairsSkipPostgresAndRefreshTTL", func(t *testing.T) {
+	t.Run("CachedPairsSkipPostgresAndStayCached", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
+		// Generations last TTL/2 = 30m; start just after a boundary.
+		now := time.Unix(0, 0).Add(1_000_000 * 30 * time.Minute).Add(time.Minute)
+		b.seen = seencache.New(b.rdb, b.prefix, time.Hour, b.store, seencache.WithClock(func() time.Time { return now }))
 		p := pairs(users(1), "a")[0]
 		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{p}})
 		require.NoError(t, err)
 		require.NoError(t, b.seen.Mark(ctx, []uum.Pair{p}))
-		key := uum.SeenKey(b.prefix, p.UserID)
-		require.NoError(t, b.rdb.PExpire(ctx, key, time.Minute).Err())
 
+		now = now.Add(45 * time.Minute) // the next generation: the mark is in the previous one
 		b.pushEvents(t, p)
 		sum := b.drain(t)
 		require.Equal(t, 0, sum.DBQueries)
 		require.Equal(t, 0, sum.DBInserts)
-		require.Greater(t, b.rdb.PTTL(ctx, key).Val(), 50*time.Minute, "hit refreshes the TTL")
 		require.Zero(t, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent))
+
+		now = now.Add(30 * time.Minute) // the mark's generation is no longer read
+		hits, err := b.seen.Seen(ctx, []uum.Pair{p})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, hits, "the hit during the drain kept the pair cached")
 	})
 
 	t.Run("PairsInPostgresButNotCachedAreNotIncrementedAndGetCached", func(t *testing.T) {

@@ -1,18 +1,29 @@
 // Package seencache is the Redis cache of (user, event) pairs already
 // recorded in Postgres. It only ever answers "seen" for pairs that were
 // committed, so a hit can safely skip the database; a miss costs one
-// idempotent insert.
+// idempotent insert. Losing cache entries, whole or bit by bit, only costs
+// Postgres work, never exactness.
 //
-// Layout: one bitmap per user (key uum.SeenKey, 16 raw UUID bytes) with
+// Layout: users are hashed into buckets; each bucket is a Redis hash whose
+// field is the user's 16 raw UUID bytes and whose value is a bitmap with
 // one bit per event name, at the name's id in the Postgres event-name
-// dictionary. With a handful of events per user this costs ~20-30 bytes
-// per pair, against ~150 for a plain key per pair. The TTL is per user:
-// any hit or mark refreshes it.
+// dictionary. Small hashes use Redis's listpack encoding, so a user costs
+// ~20-25 bytes whatever the number of events, instead of ~150 for a key of
+// its own with a TTL.
+//
+// Expiry: hash fields cannot expire on their own (before Redis 7.4), so
+// time is cut into generations of TTL/2 and buckets are per generation.
+// Writes go to the current generation; reads look at the current and the
+// previous one, and a user found only in the previous one is copied
+// forward. A generation's keys expire when the next generation ends, so an
+// untouched pair leaves the cache between TTL/2 and TTL after its last use.
 package seencache
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -21,6 +32,10 @@ import (
 	"github.com/uumhq/uum"
 )
 
+// DefaultBuckets spreads up to ~8 million users over hashes of at most
+// 128 fields, Redis's default hash-max-listpack-entries.
+const DefaultBuckets = 1 << 16
+
 // dictionary maps event names to stable small integer ids.
 type dictionary interface {
 	EventIDs(ctx context.Context, names []string) (map[string]int32, error)
@@ -28,22 +43,80 @@ type dictionary interface {
 
 // Cache is the seen-pairs cache. It is safe for concurrent use.
 type Cache struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttl    time.Duration
-	dict   dictionary
+	rdb     redis.UniversalClient
+	prefix  string
+	half    time.Duration // generation length: TTL/2
+	buckets uint32
+	dict    dictionary
+	now     func() time.Time
 
 	mu  sync.RWMutex
 	ids map[string]int32 // ids never change, so they are memoised forever
 }
 
-// New returns a cache writing keys under prefix that expire after ttl.
-func New(rdb redis.UniversalClient, prefix string, ttl time.Duration, dict dictionary) *Cache {
-	return &Cache{rdb: rdb, prefix: prefix, ttl: ttl, dict: dict, ids: make(map[string]int32)}
+// Option configures a Cache.
+type Option func(*Cache)
+
+// WithBuckets sets the number of user buckets per generation. Size it so
+// buckets hold well under Redis's hash-max-listpack-entries users; the
+// count can change at any time at the price of a cold cache.
+func WithBuckets(n uint32) Option { return func(c *Cache) { c.buckets = max(n, 1) } }
+
+// WithClock replaces time.Now, for tests that cross generations.
+func WithClock(now func() time.Time) Option { return func(c *Cache) { c.now = now } }
+
+// New returns a cache writing keys under prefix; a pair stays cached for
+// between ttl/2 and ttl after it was last seen or marked.
+func New(rdb redis.UniversalClient, prefix string, ttl time.Duration, dict dictionary, opts ...Option) *Cache {
+	c := &Cache{
+		rdb: rdb, prefix: prefix, half: max(ttl/2, time.Millisecond), buckets: DefaultBuckets,
+		dict: dict, now: time.Now, ids: make(map[string]int32),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// slot is where one user lives in one generation.
+type slot struct {
+	key   string
+	field string
+}
+
+func (c *Cache) generation(t time.Time) int64 { return t.UnixNano() / int64(c.half) }
+
+// expireAt is when the keys of generation g stop being read: the end of
+// generation g+1.
+func (c *Cache) expireAt(g int64) time.Time { return time.Unix(0, (g+2)*int64(c.half)) }
+
+func (c *Cache) slot(g int64, u uum.UUID) slot {
+	h := fnv.New32a()
+	_, _ = h.Write(u[:])
+	return slot{key: uum.SeenKey(c.prefix, g, h.Sum32()%c.buckets), field: string(u[:])}
+}
+
+// userBits groups pairs by user, in first-seen order.
+type userBits struct {
+	users []uum.UUID
+	index map[uum.UUID]int
+}
+
+func groupUsers(pairs []uum.Pair) userBits {
+	g := userBits{index: make(map[uum.UUID]int, len(pairs))}
+	for _, p := range pairs {
+		if _, ok := g.index[p.UserID]; !ok {
+			g.index[p.UserID] = len(g.users)
+			g.users = append(g.users, p.UserID)
+		}
+	}
+	return g
 }
 
 // Seen reports, for each pair, whether it is cached, in one pipelined
-// round-trip; it refreshes the TTL of every user it finds.
+// round-trip. Users found only in the previous generation are copied to
+// the current one (a second round-trip), which is what keeps pairs in use
+// cached.
 func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	if len(pairs) == 0 {
 		return nil, nil
@@ -52,31 +125,38 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	g := c.generation(c.now())
+	users := groupUsers(pairs)
+	got, err := c.read(ctx, users.users, g, g-1)
+	if err != nil {
+		return nil, err
+	}
+	cur, prev := got[0], got[1]
 	pipe := c.rdb.Pipeline()
-	bits := make([]*redis.IntCmd, len(pairs))
-	users := make(map[uum.UUID]struct{}, len(pairs))
-	for i, p := range pairs {
-		key := uum.SeenKey(c.prefix, p.UserID)
-		bits[i] = pipe.GetBit(ctx, key, int64(ids[i]))
-		if _, done := users[p.UserID]; !done {
-			users[p.UserID] = struct{}{}
-			// EXPIRE on a missing key is a no-op, so this refreshes
-			// exactly the users that have cached pairs.
-			pipe.PExpire(ctx, key, c.ttl)
+	merged := make([][]byte, len(users.users))
+	for i, u := range users.users {
+		merged[i] = or(cur[i], prev[i])
+		if len(prev[i]) > 0 && string(merged[i]) != string(cur[i]) {
+			c.write(ctx, pipe, g, u, merged[i])
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("check seen cache: %w", err)
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("refresh seen cache: %w", err)
+		}
 	}
 	seen := make([]bool, len(pairs))
-	for i, b := range bits {
-		seen[i] = b.Val() == 1
+	for i, p := range pairs {
+		seen[i] = bit(merged[users.index[p.UserID]], ids[i])
 	}
 	return seen, nil
 }
 
-// Mark records pairs as seen, in one pipelined round-trip. Call it only
-// after the pairs are committed to Postgres.
+// Mark records pairs as seen. Call it only after the pairs are committed
+// to Postgres. It reads the users' bitmaps and writes them back with the
+// new bits: two pipelined round-trips. A concurrent writer can make a
+// bit go missing, which only costs a later Postgres lookup; a bit is never
+// set for a pair that was not marked.
 func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if len(pairs) == 0 {
 		return nil
@@ -85,22 +165,87 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if err != nil {
 		return err
 	}
-	pipe := c.rdb.Pipeline()
-	users := make(map[uum.UUID]struct{}, len(pairs))
-	for i, p := range pairs {
-		key := uum.SeenKey(c.prefix, p.UserID)
-		pipe.SetBit(ctx, key, int64(ids[i]), 1)
-		if _, done := users[p.UserID]; !done {
-			users[p.UserID] = struct{}{}
-		}
+	g := c.generation(c.now())
+	users := groupUsers(pairs)
+	got, err := c.read(ctx, users.users, g)
+	if err != nil {
+		return err
 	}
-	for u := range users {
-		pipe.PExpire(ctx, uum.SeenKey(c.prefix, u), c.ttl)
+	cur := got[0]
+	for i, p := range pairs {
+		u := users.index[p.UserID]
+		cur[u] = setBit(cur[u], ids[i])
+	}
+	pipe := c.rdb.Pipeline()
+	for i, u := range users.users {
+		c.write(ctx, pipe, g, u, cur[i])
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
 	}
 	return nil
+}
+
+// read returns, per generation, the bitmaps of users (nil where absent),
+// in one pipelined round-trip.
+func (c *Cache) read(ctx context.Context, users []uum.UUID, gens ...int64) ([][][]byte, error) {
+	pipe := c.rdb.Pipeline()
+	cmds := make([][]*redis.StringCmd, len(gens))
+	for j, g := range gens {
+		cmds[j] = make([]*redis.StringCmd, len(users))
+		for i, u := range users {
+			s := c.slot(g, u)
+			cmds[j][i] = pipe.HGet(ctx, s.key, s.field)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read seen cache: %w", err)
+	}
+	out := make([][][]byte, len(gens))
+	for j := range gens {
+		out[j] = make([][]byte, len(users))
+		for i, cmd := range cmds[j] {
+			if b, err := cmd.Bytes(); err == nil {
+				out[j][i] = b
+			}
+		}
+	}
+	return out, nil
+}
+
+// write queues the user's bitmap and its bucket's expiry on pipe.
+func (c *Cache) write(ctx context.Context, pipe redis.Pipeliner, g int64, u uum.UUID, bits []byte) {
+	s := c.slot(g, u)
+	pipe.HSet(ctx, s.key, s.field, bits)
+	// PEXPIREAT: EXPIREAT takes whole seconds and would cut a generation
+	// that does not end on a second short, even into the past.
+	pipe.PExpireAt(ctx, s.key, c.expireAt(g))
+}
+
+// Bits are numbered like Redis SETBIT: bit 0 is the top bit of byte 0.
+func bit(b []byte, id int32) bool {
+	i := int(id) / 8
+	return i < len(b) && b[i]&(0x80>>(id%8)) != 0
+}
+
+func setBit(b []byte, id int32) []byte {
+	i := int(id) / 8
+	if i >= len(b) {
+		b = append(b, make([]byte, i+1-len(b))...)
+	}
+	b[i] |= 0x80 >> (id % 8)
+	return b
+}
+
+func or(a, b []byte) []byte {
+	if len(b) > len(a) {
+		a, b = b, a
+	}
+	out := append([]byte(nil), a...)
+	for i := range b {
+		out[i] |= b[i]
+	}
+	return out
 }
 
 // resolve returns the dictionary id of each pair's name.

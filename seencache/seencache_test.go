@@ -2,8 +2,11 @@ package seencache_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,10 +65,15 @@ func (d *fakeDict) EventIDs(_ context.Context, names []string) (map[string]int32
 	return out, nil
 }
 
-func (d *fakeDict) id(name string) int32 {
+// idsOf returns the ids of names, in order.
+func (d *fakeDict) idsOf(names ...string) []int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.ids[name]
+	out := make([]int64, len(names))
+	for i, n := range names {
+		out[i] = int64(d.ids[n])
+	}
+	return out
 }
 
 func (d *fakeDict) fail(err error) {
@@ -80,16 +88,92 @@ func (d *fakeDict) callLog() [][]string {
 	return slices.Clone(d.calls)
 }
 
+// clock is a settable time source for seencache.WithClock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// newClock starts at the beginning of the current generation of length
+// half, so that advancing by half moves exactly one generation. It stays
+// near the real time because servers expire keys by their own clock.
+func newClock(half time.Duration) *clock {
+	n := time.Now().UnixNano()
+	return &clock{now: time.Unix(0, n-n%int64(half))}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// seenKey computes, independently of the package, the hash that holds
+// user u in generation g.
+func seenKey(prefix string, g int64, u uum.UUID, buckets uint32) string {
+	h := fnv.New32a()
+	_, _ = h.Write(u[:])
+	return uum.SeenKey(prefix, g, h.Sum32()%buckets)
+}
+
+// bitsSet decodes a bitmap numbered like SETBIT (bit 0 is the top bit of
+// byte 0) into the ids it holds.
+func bitsSet(b []byte) []int64 {
+	var out []int64
+	for i, c := range b {
+		for j := range 8 {
+			if c&(0x80>>j) != 0 {
+				out = append(out, int64(i*8+j))
+			}
+		}
+	}
+	return out
+}
+
 type testBundle struct {
 	rdb    *redis.Client
+	conn   *redistest.Conn
 	prefix string
 	dict   *fakeDict
 	trips  *redistest.CommandLog
-	cache  *seencache.Cache // expires keys after ttl
-	expire func(t testing.TB, key string)
+	clock  *clock
+	cache  *seencache.Cache // default buckets, ttl, on clock
 }
 
-const ttl = time.Hour
+const (
+	ttl  = time.Hour
+	half = ttl / 2 // a generation
+)
+
+// gen is the generation the bundle's clock is in.
+func (b *testBundle) gen() int64 { return b.clock.Now().UnixNano() / int64(half) }
+
+// key is the hash of the bundle's cache holding u in generation g.
+func (b *testBundle) key(g int64, u uum.UUID) string {
+	return seenKey(b.prefix, g, u, seencache.DefaultBuckets)
+}
+
+// bits returns the ids set in u's bitmap in generation g (nil if absent).
+func (b *testBundle) bits(t *testing.T, g int64, u uum.UUID) []int64 {
+	t.Helper()
+	v, err := b.rdb.HGet(context.Background(), b.key(g, u), string(u[:])).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	require.NoError(t, err)
+	return bitsSet(v)
+}
+
+func (b *testBundle) keys(t *testing.T) []string {
+	t.Helper()
+	return redistest.Keys(t, b.rdb, b.prefix+"*")
+}
 
 func TestCache(t *testing.T) {
 	t.Parallel()
@@ -105,23 +189,26 @@ func testCache(t *testing.T, be redistest.Backend) {
 		// Open the connection first so the handshake is not counted.
 		require.NoError(t, conn.Client.Ping(ctx).Err())
 		dict := newFakeDict()
+		clk := newClock(half)
 		return &testBundle{
 			rdb:    conn.Client,
+			conn:   conn,
 			prefix: conn.Prefix,
 			dict:   dict,
 			trips:  redistest.RecordCommands(conn.Client),
-			cache:  seencache.New(conn.Client, conn.Prefix, ttl, dict),
-			expire: conn.Expire,
+			clock:  clk,
+			cache:  seencache.New(conn.Client, conn.Prefix, ttl, dict, seencache.WithClock(clk.Now)),
 		}
 	}
 
-	// requireTTLNearConfigured checks key expires about ttl from now.
-	requireTTLNearConfigured := func(t *testing.T, b *testBundle, key string) {
+	// requireExpiresAt checks that key expires at the given instant.
+	requireExpiresAt := func(t *testing.T, b *testBundle, key string, at time.Time) {
 		t.Helper()
-		left, err := b.rdb.PTTL(ctx, key).Result()
+		ms, err := b.rdb.PExpireTime(ctx, key).Result()
 		require.NoError(t, err)
-		require.LessOrEqual(t, left, ttl)
-		require.Greater(t, left, ttl-time.Minute)
+		// Exact on a real server; miniredis keeps a relative TTL, so its
+		// answer drifts by the time the test took.
+		require.WithinDuration(t, at, time.UnixMilli(int64(ms/time.Millisecond)), 100*time.Millisecond, "expiry of %s", key)
 	}
 
 	t.Run("SeenOnEmptyInputIsFree", func(t *testing.T) {
@@ -173,7 +260,10 @@ func testCache(t *testing.T, be redistest.Backend) {
 		u := uum.NewUUID()
 		pairs := []uum.Pair{pair(u, "a"), pair(u, "a")}
 		require.NoError(t, b.cache.Mark(ctx, pairs))
+		before := b.bits(t, b.gen(), u)
 		require.NoError(t, b.cache.Mark(ctx, pairs))
+		require.Equal(t, before, b.bits(t, b.gen(), u))
+		require.Equal(t, b.dict.idsOf("a"), before)
 		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, false}, seen)
@@ -183,56 +273,133 @@ func testCache(t *testing.T, be redistest.Backend) {
 		t.Parallel()
 		b := setup(t)
 		u := uum.NewUUID()
-		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b")})
-		require.NoError(t, err)
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a"), pair(u, "c")}))
-
-		key := uum.SeenKey(b.prefix, u)
-		for name, want := range map[string]int64{"a": 1, "b": 0, "c": 1} {
-			bit, err := b.rdb.GetBit(ctx, key, int64(b.dict.id(name))).Result()
-			require.NoError(t, err)
-			require.Equal(t, want, bit, "bit of %q (id %d)", name, b.dict.id(name))
+		names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} // ids 1-9: two bytes
+		var ask []uum.Pair
+		for _, n := range names {
+			ask = append(ask, pair(u, n))
 		}
-		require.EqualValues(t, 2, b.rdb.BitCount(ctx, key, nil).Val())
-		require.EqualValues(t, 1, b.rdb.StrLen(ctx, key).Val(), "ids 1-3 fit one byte")
+		_, err := b.cache.Seen(ctx, ask)
+		require.NoError(t, err)
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a"), pair(u, "c"), pair(u, "i")}))
+
+		key := b.key(b.gen(), u)
+		require.Equal(t, []string{key}, b.keys(t), "one hash, found by the user's bucket")
+		v, err := b.rdb.HGet(ctx, key, string(u[:])).Bytes()
+		require.NoError(t, err)
+		require.Equal(t, b.dict.idsOf("a", "c", "i"), bitsSet(v))
+		require.Equal(t, []byte{0b0101_0000, 0b0100_0000}, v, "ids 1 and 3 in byte 0, id 9 in byte 1")
+		require.EqualValues(t, 1, b.rdb.HLen(ctx, key).Val())
 	})
 
-	t.Run("MarkSetsTTL", func(t *testing.T) {
+	t.Run("UsersShareBucketHashes", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		u1, u2 := uum.NewUUID(), uum.NewUUID()
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a"), pair(u1, "b"), pair(u2, "a")}))
-		requireTTLNearConfigured(t, b, uum.SeenKey(b.prefix, u1))
-		requireTTLNearConfigured(t, b, uum.SeenKey(b.prefix, u2))
+		const buckets = 4
+		c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithBuckets(buckets), seencache.WithClock(b.clock.Now))
+		var pairs []uum.Pair
+		for range 100 {
+			u := uum.NewUUID()
+			pairs = append(pairs, pair(u, "a"), pair(u, "b"))
+		}
+		require.NoError(t, c.Mark(ctx, pairs))
+
+		keys := b.keys(t)
+		require.LessOrEqual(t, len(keys), buckets)
+		var fields int64
+		for _, k := range keys {
+			fields += b.rdb.HLen(ctx, k).Val()
+		}
+		require.EqualValues(t, 100, fields, "one field per user")
+		for _, p := range pairs {
+			key := seenKey(b.prefix, b.gen(), p.UserID, buckets)
+			require.True(t, b.rdb.HExists(ctx, key, string(p.UserID[:])).Val(), "user in bucket %s", key)
+		}
+		seen, err := c.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.NotContains(t, seen, false)
 	})
 
-	t.Run("MarkRefreshesTTL", func(t *testing.T) {
+	t.Run("PairsLiveOneGenerationPastTheirLastUse", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		used, untouched := uum.NewUUID(), uum.NewUUID()
+		g := b.gen()
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(used, "a"), pair(untouched, "a")}))
+
+		b.clock.Advance(half) // g+1: found in the previous generation
+		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(used, "a"), pair(used, "b")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, seen)
+		require.Equal(t, b.dict.idsOf("a"), b.bits(t, g+1, used), "copied forward")
+		require.Nil(t, b.bits(t, g+1, untouched), "only what is read is copied")
+
+		b.clock.Advance(half) // g+2: generation g is no longer read
+		seen, err = b.cache.Seen(ctx, []uum.Pair{pair(used, "a"), pair(untouched, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, seen)
+	})
+
+	t.Run("MarkInNextGenerationKeepsOlderPairs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u := uum.NewUUID()
-		key := uum.SeenKey(b.prefix, u)
+		g := b.gen()
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
-		require.NoError(t, b.rdb.PExpire(ctx, key, 10*time.Second).Err())
+
+		b.clock.Advance(half)
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "b")}))
-		requireTTLNearConfigured(t, b, key)
+		require.Equal(t, b.dict.idsOf("a"), b.bits(t, g, u))
+		require.Equal(t, b.dict.idsOf("b"), b.bits(t, g+1, u), "Mark reads the current generation only")
+		pairs := []uum.Pair{pair(u, "a"), pair(u, "b"), pair(u, "c")}
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, false}, seen, "Seen merges both generations")
+
+		b.clock.Advance(half)
+		seen, err = b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, false}, seen, "the merge was copied forward")
 	})
 
-	t.Run("SeenRefreshesTTLOfUsersWithCachedPairs", func(t *testing.T) {
+	t.Run("KeysExpireWhenTheNextGenerationEnds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		hit, other, absent := uum.NewUUID(), uum.NewUUID(), uum.NewUUID()
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(hit, "a"), pair(other, "a")}))
-		for _, u := range []uum.UUID{hit, other} {
-			require.NoError(t, b.rdb.PExpire(ctx, uum.SeenKey(b.prefix, u), 10*time.Second).Err())
-		}
+		u := uum.NewUUID()
+		g := b.gen()
+		start := func(g int64) time.Time { return time.Unix(0, g*int64(half)) }
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
+		requireExpiresAt(t, b, b.key(g, u), start(g+2))
 
-		// other's pair misses, but the TTL is per user: any cached pair
-		// of theirs keeps the whole bitmap alive.
-		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(hit, "a"), pair(other, "b"), pair(absent, "a")})
+		b.clock.Advance(half)
+		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a")})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, false, false}, seen)
-		requireTTLNearConfigured(t, b, uum.SeenKey(b.prefix, hit))
-		requireTTLNearConfigured(t, b, uum.SeenKey(b.prefix, other))
+		requireExpiresAt(t, b, b.key(g+1, u), start(g+3))
+		requireExpiresAt(t, b, b.key(g, u), start(g+2))
+	})
+
+	t.Run("KeysExpireOnTheirOwn", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The real clock: a real server expires keys on its own, so the
+		// TTL is short.
+		const short = 400 * time.Millisecond
+		c := seencache.New(b.rdb, b.prefix, short, b.dict, seencache.WithBuckets(1))
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "a"), pair(u, "b")}
+		require.NoError(t, c.Mark(ctx, pairs))
+
+		keys := b.keys(t)
+		require.Len(t, keys, 1)
+		left, err := b.rdb.PTTL(ctx, keys[0]).Result()
+		require.NoError(t, err)
+		require.Positive(t, left)
+		require.LessOrEqual(t, left, short)
+
+		b.conn.Expire(t, keys[0])
+		require.Empty(t, b.keys(t))
+		seen, err := c.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false, false}, seen)
 	})
 
 	t.Run("SeenCreatesNoKeysForMisses", func(t *testing.T) {
@@ -241,22 +408,46 @@ func testCache(t *testing.T, be redistest.Backend) {
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
 		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b")})
 		require.NoError(t, err)
-		require.Zero(t, b.rdb.Exists(ctx, uum.SeenKey(b.prefix, u1), uum.SeenKey(b.prefix, u2)).Val())
+		b.clock.Advance(half)
+		_, err = b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b")})
+		require.NoError(t, err)
+		require.Equal(t, []map[string]int{{"hget": 4}, {"hget": 4}}, b.trips.TakeCounts(), "reads only")
+		require.Empty(t, b.keys(t))
 	})
 
-	t.Run("PairsMissAfterExpiry", func(t *testing.T) {
+	t.Run("RoundTrips", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		// A real server expires keys on its own clock: keep the wait short.
-		c := seencache.New(b.rdb, b.prefix, 100*time.Millisecond, b.dict)
-		u := uum.NewUUID()
-		pairs := []uum.Pair{pair(u, "a"), pair(u, "b")}
-		require.NoError(t, c.Mark(ctx, pairs))
+		// 500 pairs, as in a drain batch: 100 users x 5 names.
+		var pairs []uum.Pair
+		for range 100 {
+			u := uum.NewUUID()
+			for _, n := range []string{"a", "b", "c", "d", "e"} {
+				pairs = append(pairs, uum.Pair{UserID: u, Name: n})
+			}
+		}
 
-		b.expire(t, uum.SeenKey(b.prefix, u))
-		seen, err := c.Seen(ctx, pairs)
+		require.NoError(t, b.cache.Mark(ctx, pairs))
+		require.Equal(t, []map[string]int{{"hget": 100}, {"hset": 100, "pexpireat": 100}}, b.trips.TakeCounts(),
+			"Mark reads the current generation, then writes")
+
+		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
-		require.Equal(t, []bool{false, false}, seen)
+		require.NotContains(t, seen, false)
+		require.Equal(t, []map[string]int{{"hget": 200}}, b.trips.TakeCounts(),
+			"Seen reads two generations at once and writes nothing for current hits")
+
+		b.clock.Advance(half)
+		seen, err = b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.NotContains(t, seen, false)
+		require.Equal(t, []map[string]int{{"hget": 200}, {"hset": 100, "pexpireat": 100}}, b.trips.TakeCounts(),
+			"previous-generation hits are copied in one more round-trip")
+
+		seen, err = b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.NotContains(t, seen, false)
+		require.Equal(t, []map[string]int{{"hget": 200}}, b.trips.TakeCounts(), "copied once")
 	})
 
 	t.Run("DictionaryAskedOncePerNewName", func(t *testing.T) {
@@ -289,7 +480,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.ErrorIs(t, err, errDict)
 		require.ErrorIs(t, b.cache.Mark(ctx, pairs), errDict)
 		require.Empty(t, b.trips.Take(), "nothing is sent without ids")
-		require.Zero(t, b.rdb.Exists(ctx, uum.SeenKey(b.prefix, u)).Val())
+		require.Empty(t, b.keys(t))
 
 		// Failures are not memoised: the next call asks again.
 		b.dict.fail(nil)
@@ -331,40 +522,28 @@ func testCache(t *testing.T, be redistest.Backend) {
 		t.Parallel()
 		b := setup(t)
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
+		g := b.gen()
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b")}))
-		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(uum.NewUUID(), "a")})
+		b.clock.Advance(half)
+		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(uum.NewUUID(), "a")}) // copies u1
 		require.NoError(t, err)
 
 		trips := b.trips.Take()
-		require.NotEmpty(t, trips)
+		require.Len(t, trips, 4)
 		for _, trip := range trips {
 			for _, args := range trip {
 				require.GreaterOrEqual(t, len(args), 2, "%v has no key", args)
 				require.True(t, strings.HasPrefix(fmt.Sprint(args[1]), b.prefix), "%v", args)
 			}
 		}
-		require.ElementsMatch(t, []string{uum.SeenKey(b.prefix, u1), uum.SeenKey(b.prefix, u2)}, redistest.Keys(t, b.rdb, b.prefix+"*"))
-	})
-
-	t.Run("OneRoundTripPerCall", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		// 500 pairs, as in a drain batch: 100 users x 5 names.
-		var pairs []uum.Pair
-		for range 100 {
-			u := uum.NewUUID()
-			for _, n := range []string{"a", "b", "c", "d", "e"} {
-				pairs = append(pairs, uum.Pair{UserID: u, Name: n})
-			}
+		want := []string{b.key(g, u1), b.key(g+1, u1)}
+		if k := b.key(g, u2); k != want[0] {
+			want = append(want, k)
 		}
-
-		require.NoError(t, b.cache.Mark(ctx, pairs))
-		require.Equal(t, []map[string]int{{"setbit": 500, "pexpire": 100}}, b.trips.TakeCounts())
-
-		seen, err := b.cache.Seen(ctx, pairs)
-		require.NoError(t, err)
-		require.NotContains(t, seen, false)
-		require.Equal(t, []map[string]int{{"getbit": 500, "pexpire": 100}}, b.trips.TakeCounts())
+		require.ElementsMatch(t, want, b.keys(t))
+		if be.Isolated {
+			require.ElementsMatch(t, want, redistest.Keys(t, b.rdb, "*"))
+		}
 	})
 
 	t.Run("SafeForConcurrentUse", func(t *testing.T) {
@@ -394,6 +573,36 @@ func testCache(t *testing.T, be redistest.Backend) {
 		}
 		wg.Wait()
 	})
+
+	t.Run("ConcurrentMarksOfUsersInOneHashAllLand", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// One bucket: every Mark reads and rewrites the same hash, but
+		// only its own users' fields.
+		c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithBuckets(1), seencache.WithClock(b.clock.Now))
+		batches := make([][]uum.Pair, 8)
+		for w := range batches {
+			for range 20 {
+				u := uum.NewUUID()
+				batches[w] = append(batches[w], pair(u, "a"), pair(u, "b"))
+			}
+		}
+		var wg sync.WaitGroup
+		for _, pairs := range batches {
+			wg.Go(func() {
+				if err := c.Mark(ctx, pairs); err != nil {
+					t.Errorf("mark: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+
+		all := slices.Concat(batches...)
+		seen, err := c.Seen(ctx, all)
+		require.NoError(t, err)
+		require.NotContains(t, seen, false)
+		require.EqualValues(t, 160, b.rdb.HLen(ctx, seenKey(b.prefix, b.gen(), all[0].UserID, 1)).Val())
+	})
 }
 
 // TestCacheWithStore runs the cache on the real Postgres dictionary.
@@ -405,16 +614,19 @@ func TestCacheWithStore(t *testing.T) {
 		rdb    *redis.Client
 		prefix string
 		store  *store.Store
+		now    func() time.Time                    // one instant: no generation change mid-test
 		ids    func(t *testing.T) map[string]int64 // the event_names table
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		pool, _ := dbtest.Schema(t)
 		rdb, prefix := redistest.Real(t)
+		now := time.Now()
 		return &testBundle{
 			rdb:    rdb,
 			prefix: prefix,
 			store:  store.New(pool),
+			now:    func() time.Time { return now },
 			ids: func(t *testing.T) map[string]int64 {
 				t.Helper()
 				rows, err := pool.Query(ctx, `SELECT name, id FROM event_names`)
@@ -438,20 +650,21 @@ func TestCacheWithStore(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
-		first := seencache.New(b.rdb, b.prefix, ttl, b.store)
+		first := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
 		require.NoError(t, first.Mark(ctx, []uum.Pair{pair(u1, "signup"), pair(u1, "login"), pair(u2, "login")}))
 
 		ids := b.ids(t)
 		require.Len(t, ids, 2)
-		key := uum.SeenKey(b.prefix, u1)
-		for name, id := range ids {
-			require.EqualValues(t, 1, b.rdb.GetBit(ctx, key, id).Val(), "bit of %q (id %d)", name, id)
-		}
-		require.EqualValues(t, 2, b.rdb.BitCount(ctx, key, nil).Val())
+		g := b.now().UnixNano() / int64(half)
+		v, err := b.rdb.HGet(ctx, seenKey(b.prefix, g, u1, seencache.DefaultBuckets), string(u1[:])).Bytes()
+		require.NoError(t, err)
+		want := []int64{ids["signup"], ids["login"]}
+		slices.Sort(want)
+		require.Equal(t, want, bitsSet(v))
 
 		// A new instance memoises nothing and meets the names in another
 		// order; the ids, and so the answers, still come from Postgres.
-		second := seencache.New(b.rdb, b.prefix, ttl, b.store)
+		second := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
 		seen, err := second.Seen(ctx, []uum.Pair{
 			pair(u2, "signup"), pair(u2, "login"), pair(u1, "export"), pair(u1, "login"), pair(u1, "signup"),
 		})
@@ -462,60 +675,80 @@ func TestCacheWithStore(t *testing.T) {
 }
 
 // BenchmarkMemoryPerPair measures what the cache costs Redis per pair:
-// used_memory before and after marking 1,000,000 pairs, by events per user
-// (a typical MHV logs ~6 tools). Every user's bitmap is one byte here (the
-// fake dictionary's ids are 1-10); what dominates is the per-key overhead,
-// shared by the user's pairs. Keys carry the 18-byte test prefix: with the
-// default "uum:" each user's key falls into a 16-byte smaller allocation.
-// The body runs once whatever b.N: run it with -benchtime 1x. The server is
-// shared, so other tests' traffic is noise.
+// used_memory before and after marking 1,000,000 pairs within one
+// generation, by events per user (a typical MHV logs ~6 tools) and by
+// bucket count: the default, and users/64 so every hash is well filled
+// yet listpack-encoded. Every user's bitmap is one or two bytes here (the
+// fake dictionary's ids are 1-10). Keys carry a prefix as long as the
+// default "uum:". The body runs once whatever b.N: run it with
+// -benchtime 1x. The server is shared, so other tests' traffic is noise.
 func BenchmarkMemoryPerPair(b *testing.B) {
 	if testing.Short() {
 		b.Skip("writes 1,000,000 pairs to the test Redis")
 	}
 	const pairs, batch = 1_000_000, 500
 	for _, perUser := range []int{1, 5, 10} {
-		b.Run(fmt.Sprintf("EventsPerUser=%d", perUser), func(b *testing.B) {
-			ctx := context.Background()
-			rdb, prefix := redistest.Real(b)
-			// A TTL far past the run, yet short enough that keys left by a
-			// killed run do not linger on the shared server.
-			cache := seencache.New(rdb, prefix, 15*time.Minute, newFakeDict())
-			users := make([]uum.UUID, pairs/perUser)
-			for i := range users {
-				users[i] = uum.NewUUID()
-			}
-			names := make([]string, perUser)
-			for i := range names {
-				names[i] = "tool-" + strconv.Itoa(i)
-			}
-			// Delete as soon as the measurement ends, before the prefix
-			// scan of redistest.Real.
-			b.Cleanup(func() { unlinkUsers(b, rdb, prefix, users) })
-
-			settle(b, rdb)
-			before := usedMemory(b, rdb)
-			start := time.Now()
-			buf := make([]uum.Pair, 0, batch)
-			for _, u := range users {
-				for _, n := range names {
-					buf = append(buf, uum.Pair{UserID: u, Name: n})
-					if len(buf) == batch {
-						require.NoError(b, cache.Mark(ctx, buf))
-						buf = buf[:0]
-					}
-				}
-			}
-			require.NoError(b, cache.Mark(ctx, buf))
-			elapsed := time.Since(start)
-			settle(b, rdb)
-			after := usedMemory(b, rdb)
-
-			b.ReportMetric(float64(after-before)/pairs, "B/pair")
-			b.ReportMetric(float64(after-before)/float64(len(users)), "B/user")
-			b.ReportMetric(pairs/elapsed.Seconds(), "marked-pairs/s")
-		})
+		users := pairs / perUser
+		for _, buckets := range []uint32{seencache.DefaultBuckets, uint32(users / 64)} {
+			b.Run(fmt.Sprintf("EventsPerUser=%d/Buckets=%d", perUser, buckets), func(b *testing.B) {
+				benchMemory(b, perUser, buckets, pairs, batch)
+			})
+		}
 	}
+}
+
+func benchMemory(b *testing.B, perUser int, buckets uint32, pairs, batch int) {
+	ctx := context.Background()
+	rdb := redis.NewClient(redistest.Options(b))
+	b.Cleanup(func() { _ = rdb.Close() })
+	require.NoError(b, rdb.Ping(ctx).Err())
+	var tag [2]byte
+	_, _ = rand.Read(tag[:])
+	prefix := "b" + hex.EncodeToString(tag[:]) + ":"
+	// Cleanups run last-in first-out: delete before closing.
+	b.Cleanup(func() { unlinkPrefix(b, rdb, prefix) })
+
+	// One instant, so every pair lands in one generation; the TTL is far
+	// past the run, yet short enough that keys left by a killed run do
+	// not linger on the shared server.
+	now := time.Now()
+	cache := seencache.New(rdb, prefix, 15*time.Minute, newFakeDict(),
+		seencache.WithBuckets(buckets), seencache.WithClock(func() time.Time { return now }))
+	users := make([]uum.UUID, pairs/perUser)
+	for i := range users {
+		users[i] = uum.NewUUID()
+	}
+	names := make([]string, perUser)
+	for i := range names {
+		names[i] = "tool-" + strconv.Itoa(i)
+	}
+
+	settle(b, rdb)
+	before := usedMemory(b, rdb)
+	start := time.Now()
+	buf := make([]uum.Pair, 0, batch)
+	for _, u := range users {
+		for _, n := range names {
+			buf = append(buf, uum.Pair{UserID: u, Name: n})
+			if len(buf) == batch {
+				require.NoError(b, cache.Mark(ctx, buf))
+				buf = buf[:0]
+			}
+		}
+	}
+	require.NoError(b, cache.Mark(ctx, buf))
+	elapsed := time.Since(start)
+	settle(b, rdb)
+	after := usedMemory(b, rdb)
+
+	sample := seenKey(prefix, now.UnixNano()/int64(15*time.Minute/2), users[0], buckets)
+	enc, err := rdb.ObjectEncoding(ctx, sample).Result()
+	require.NoError(b, err)
+	b.Logf("%d hashes of ~%d users, encoded %s", min(uint32(len(users)), buckets), len(users)/int(min(uint32(len(users)), buckets)), enc)
+
+	b.ReportMetric(float64(after-before)/float64(pairs), "B/pair")
+	b.ReportMetric(float64(after-before)/float64(len(users)), "B/user")
+	b.ReportMetric(float64(pairs)/elapsed.Seconds(), "marked-pairs/s")
 }
 
 // usedMemory returns the used_memory line of INFO memory.
@@ -634,19 +867,28 @@ func toInt(v any) int64 {
 	return n
 }
 
-// unlinkUsers deletes the seen keys of users, 1,000 per command.
-func unlinkUsers(b *testing.B, rdb *redis.Client, prefix string, users []uum.UUID) {
+// unlinkPrefix deletes the keys under prefix, 1,000 per command.
+func unlinkPrefix(b *testing.B, rdb *redis.Client, prefix string) {
 	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	keys := make([]string, 0, 1000)
-	for chunk := range slices.Chunk(users, 1000) {
-		keys = keys[:0]
-		for _, u := range chunk {
-			keys = append(keys, uum.SeenKey(prefix, u))
+	flush := func() {
+		if len(keys) > 0 {
+			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+				b.Errorf("unlink %s*: %v", prefix, err)
+			}
+			keys = keys[:0]
 		}
-		if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-			b.Errorf("unlink seen keys: %v", err)
-			return
+	}
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+		if len(keys) == cap(keys) {
+			flush()
 		}
+	}
+	flush()
+	if err := iter.Err(); err != nil {
+		b.Errorf("scan %s*: %v", prefix, err)
 	}
 }
 

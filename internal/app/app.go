@@ -64,7 +64,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 		return nil, fmt.Errorf("ping redis: %w", err)
 	}
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
-	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store)
+	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store, seencache.WithBuckets(uint32(cfg.Cache.Buckets)))
 
 	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
 		return nil, err
