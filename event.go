@@ -28,15 +28,18 @@ func (e Event) Pair() Pair { return Pair{UserID: e.UserID, Name: e.Name} }
 // {"v":1,"user_id":"<uuid>","event_name":"<name>"}.
 func (e Event) AppendWire(b []byte) []byte {
 	b = append(b, `{"v":1,"user_id":"`...)
-	b = append(b, e.UserID.String()...)
+	b = e.UserID.appendCanonical(b)
 	b = append(b, `","event_name":`...)
 	b = strconv.AppendQuote(b, e.Name) // names are validated ASCII, so Go and JSON quoting agree
 	return append(b, '}')
 }
 
+// WireSizeHint is the size of a typical wire entry, for sizing buffers.
+const WireSizeHint = 96
+
 // MarshalWire returns the wire encoding of e.
 func (e Event) MarshalWire() []byte {
-	return e.AppendWire(make([]byte, 0, 96))
+	return e.AppendWire(make([]byte, 0, WireSizeHint))
 }
 
 // DecodeError reports a buffered entry that can never be processed: a

@@ -58,16 +58,27 @@ func NewUUID() UUID {
 // String returns the canonical lowercase form.
 func (u UUID) String() string {
 	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
+	return string(u.appendCanonical(b[:0]))
+}
+
+// AppendText appends the canonical lowercase form to b
+// (encoding.TextAppender); it never fails.
+func (u UUID) AppendText(b []byte) ([]byte, error) { return u.appendCanonical(b), nil }
+
+func (u UUID) appendCanonical(b []byte) []byte {
+	n := len(b)
+	b = append(b, make([]byte, 36)...) // no allocation when b has room
+	d := b[n:]
+	hex.Encode(d[0:8], u[0:4])
+	d[8] = '-'
+	hex.Encode(d[9:13], u[4:6])
+	d[13] = '-'
+	hex.Encode(d[14:18], u[6:8])
+	d[18] = '-'
+	hex.Encode(d[19:23], u[8:10])
+	d[23] = '-'
+	hex.Encode(d[24:], u[10:])
+	return b
 }
 
 func fromHex(c byte) (byte, bool) {

@@ -82,6 +82,17 @@ func TestMustParseUUID(t *testing.T) {
 	})
 }
 
+func TestUUIDAppendText(t *testing.T) { // not parallel: AllocsPerRun
+	u := uum.MustParseUUID(canonicalUUID)
+	got, err := u.AppendText([]byte("id="))
+	require.NoError(t, err)
+	require.Equal(t, "id="+canonicalUUID, string(got))
+	buf := make([]byte, 0, 64)
+	require.Equal(t, 0, int(testing.AllocsPerRun(10, func() {
+		_, _ = u.AppendText(buf[:0])
+	})), "appending into a buffer with room must not allocate")
+}
+
 func TestNewUUID(t *testing.T) {
 	t.Parallel()
 

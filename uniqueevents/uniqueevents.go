@@ -137,9 +137,14 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 	if !c.enabled {
 		return []string{}, nil
 	}
+	// One backing array for all entries: this runs on every request, and
+	// allocation rate is what sets the GC's share of the latency tail.
 	entries := make([][]byte, len(expanded))
+	buf := make([]byte, 0, len(expanded)*uum.WireSizeHint)
 	for i, n := range expanded {
-		entries[i] = uum.Event{UserID: id, Name: n}.MarshalWire()
+		start := len(buf)
+		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf)
+		entries[i] = buf[start:len(buf):len(buf)]
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -162,33 +167,18 @@ func (c *Client) expand(user User, names []string, o callOptions) (uum.UUID, []s
 	if len(names) == 0 {
 		return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: "must contain at least one event name"}
 	}
-	out := make([]string, 0, len(names))
-	var seen map[string]struct{} // only for long lists; most calls carry a few names
-	if len(names) > 16 {
-		seen = make(map[string]struct{}, len(names))
-	}
-	add := func(n string) error {
-		if err := uum.ValidateName("", n); err != nil {
-			return err
-		}
-		if seen == nil {
-			if !slices.Contains(out, n) {
-				out = append(out, n)
-			}
-		} else if _, dup := seen[n]; !dup {
-			seen[n] = struct{}{}
-			out = append(out, n)
-		}
-		return nil
+	d := dedupe{out: make([]string, 0, len(names))}
+	if len(names) > 16 { // a map only for long lists; most calls carry a few names
+		d.seen = make(map[string]struct{}, len(names))
 	}
 	for i, name := range names {
 		err := c.policy.Check("", name)
 		if err == nil {
-			err = add(name)
+			err = d.add(name)
 		}
 		for _, v := range c.variants(user, name, o) {
 			if err == nil {
-				err = add(v)
+				err = d.add(v)
 			}
 		}
 		if err != nil {
@@ -201,31 +191,52 @@ func (c *Client) expand(user User, names []string, o callOptions) (uum.UUID, []s
 			return uum.UUID{}, nil, err
 		}
 	}
-	return id, out, nil
+	return id, d.out, nil
+}
+
+// dedupe collects valid names in first-seen order.
+type dedupe struct {
+	out  []string
+	seen map[string]struct{} // nil: search out instead
+}
+
+func (d *dedupe) add(n string) error {
+	if err := uum.ValidateName("", n); err != nil {
+		return err
+	}
+	if d.seen == nil {
+		if !slices.Contains(d.out, n) {
+			d.out = append(d.out, n)
+		}
+	} else if _, dup := d.seen[n]; !dup {
+		d.seen[n] = struct{}{}
+		d.out = append(d.out, n)
+	}
+	return nil
 }
 
 // variants returns the facility event names derived from name.
 func (c *Client) variants(user User, name string, o callOptions) []string {
 	var out []string
 	if o.explicit {
-		mine := set(user.FacilityIDs)
-		for _, f := range uniq(o.facilities) {
-			if _, ok := c.tracked[f]; !ok {
+		for i, f := range o.facilities {
+			f = strings.TrimSpace(f)
+			if _, ok := c.tracked[f]; !ok || containsTrimmed(o.facilities[:i], f) || !containsTrimmed(user.FacilityIDs, f) {
 				continue
 			}
-			if _, ok := mine[f]; ok {
-				out = append(out, name+"_oh_"+f)
-			}
+			out = append(out, name+"_oh_"+f)
 		}
 		return out
 	}
 	if _, ok := c.trackedEvts[name]; !ok {
 		return nil
 	}
-	for _, f := range uniq(user.FacilityIDs) {
-		if _, ok := c.tracked[f]; ok {
-			out = append(out, name+"_oh_site_"+f)
+	for i, f := range user.FacilityIDs {
+		f = strings.TrimSpace(f)
+		if _, ok := c.tracked[f]; !ok || containsTrimmed(user.FacilityIDs[:i], f) {
+			continue
 		}
+		out = append(out, name+"_oh_site_"+f)
 	}
 	return out
 }
@@ -301,16 +312,14 @@ func set(items []string) map[string]struct{} {
 	return m
 }
 
-func uniq(items []string) []string {
-	out := make([]string, 0, len(items))
-	seen := make(map[string]struct{}, len(items))
+// containsTrimmed reports whether items holds f, ignoring surrounding
+// space: facility lists are a handful of ids, so a scan beats building a
+// set on every call.
+func containsTrimmed(items []string, f string) bool {
 	for _, it := range items {
-		it = strings.TrimSpace(it)
-		if _, dup := seen[it]; it == "" || dup {
-			continue
+		if strings.TrimSpace(it) == f {
+			return true
 		}
-		seen[it] = struct{}{}
-		out = append(out, it)
 	}
-	return out
+	return false
 }

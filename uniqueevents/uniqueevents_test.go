@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/loadgen"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -668,8 +667,14 @@ func TestDefault(t *testing.T) {
 // and two facility variants.
 // benchPushers are the two ways to wire the buffer: a plain List (one
 // round-trip per call) and the Coalescer cmd/api uses (concurrent calls
-// share pipelines).
-var benchPushers = []string{"List", "Coalescer"}
+// share pipelines); NoRedis discards the entries, so its figures are the
+// floor set by the machine, the load generator and LogEvents' own work.
+var benchPushers = []string{"List", "Coalescer", "NoRedis"}
+
+// discard is a pusher that never leaves the process.
+type discard struct{}
+
+func (discard) Push(context.Context, [][]byte) error { return nil }
 
 func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevents.User) {
 	b.Helper()
@@ -679,25 +684,19 @@ func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevent
 	var p interface {
 		Push(context.Context, [][]byte) error
 	} = buffer.New(rdb, prefix, 0)
-	if pusher == "Coalescer" {
+	switch pusher {
+	case "Coalescer":
 		c := buffer.NewCoalescer(buffer.New(rdb, prefix, 0), 4, 64, time.Second)
 		b.Cleanup(c.Close)
 		p = c
+	case "NoRedis":
+		p = discard{}
 	}
 	client, err := uniqueevents.New(cfg, p, nil, nil, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	return client, uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}
-}
-
-// percentile returns the p-quantile (0 < p <= 1) of sorted durations, in µs.
-func percentile(sorted []time.Duration, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := max(int(math.Ceil(p*float64(len(sorted))))-1, 0)
-	return float64(sorted[i]) / float64(time.Microsecond)
 }
 
 func BenchmarkLogEvents(b *testing.B) {
@@ -720,15 +719,14 @@ func benchmarkLogEvents(b *testing.B, pusher string) {
 		durations = append(durations, time.Since(start))
 	}
 	slices.Sort(durations)
-	b.ReportMetric(percentile(durations, 0.50), "p50_us")
-	b.ReportMetric(percentile(durations, 0.99), "p99_us")
+	b.ReportMetric(float64(loadgen.Percentile(durations, 0.50))/1e3, "p50_us")
+	b.ReportMetric(float64(loadgen.Percentile(durations, 0.99))/1e3, "p99_us")
 }
 
 // BenchmarkLogEventsOpenLoop offers a fixed load instead of calling as
-// fast as responses allow: each of 50 goroutines starts a call every
-// 2.5ms on a fixed schedule, 20,000 calls/s in total. Latency is measured
-// from a call's scheduled start, so a slow call that delays the next ones
-// counts against them too (no coordinated omission).
+// fast as responses allow: 50 callers each start a call every 2.5ms on a
+// fixed schedule, 20,000 calls/s in total (see internal/loadgen for what
+// each latency figure counts).
 func BenchmarkLogEventsOpenLoop(b *testing.B) {
 	for _, p := range benchPushers {
 		b.Run(p, func(b *testing.B) { benchmarkLogEventsOpenLoop(b, p) })
@@ -736,17 +734,10 @@ func BenchmarkLogEventsOpenLoop(b *testing.B) {
 }
 
 func benchmarkLogEventsOpenLoop(b *testing.B, pusher string) {
-	const (
-		workers = 50
-		perSec  = 400 // per worker
-		minRun  = time.Second
-	)
+	const workers, perSec = 50, 400 // per worker
 	client, user := benchClient(b, pusher)
 	ctx := context.Background()
 	names := []string{"login"}
-	interval := time.Second / perSec
-	total := max(b.N, workers*perSec*int(minRun/time.Second))
-	perWorker := (total + workers - 1) / workers
 
 	// Open the pool's connections first: dialing 50 of them is not the
 	// steady state being measured.
@@ -756,53 +747,14 @@ func benchmarkLogEventsOpenLoop(b *testing.B, pusher string) {
 	}
 	warm.Wait()
 
-	latencies := make([][]time.Duration, workers)
-	calls := make([][]time.Duration, workers) // from the actual start: excludes timer lateness
-	var failed atomic.Int64
-	var wg sync.WaitGroup
 	b.ResetTimer()
-	start := time.Now()
-	for w := range workers {
-		wg.Go(func() {
-			lat := make([]time.Duration, 0, perWorker)
-			own := make([]time.Duration, 0, perWorker)
-			timer := time.NewTimer(0)
-			defer timer.Stop()
-			<-timer.C
-			offset := interval * time.Duration(w) / workers // spread the workers over an interval
-			for k := range perWorker {
-				due := start.Add(offset + time.Duration(k)*interval)
-				if wait := time.Until(due); wait > 0 {
-					timer.Reset(wait)
-					<-timer.C
-				}
-				began := time.Now()
-				if _, err := client.LogEvents(ctx, user, names); err != nil {
-					failed.Add(1)
-				}
-				lat = append(lat, time.Since(due))
-				own = append(own, time.Since(began))
-			}
-			latencies[w] = lat
-			calls[w] = own
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	r := loadgen.Run(workers, perSec, max(b.N, workers*perSec), func() error {
+		_, err := client.LogEvents(ctx, user, names)
+		return err
+	})
 	b.StopTimer()
-
-	all := slices.Concat(latencies...)
-	slices.Sort(all)
-	b.ReportMetric(percentile(all, 0.50), "p50_us")
-	b.ReportMetric(percentile(all, 0.99), "p99_us")
-	own := slices.Concat(calls...)
-	slices.Sort(own)
-	b.ReportMetric(percentile(own, 0.50), "call_p50_us")
-	b.ReportMetric(percentile(own, 0.99), "call_p99_us")
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "calls/s")
-	b.ReportMetric(float64(failed.Load()), "errors")
-	b.ReportMetric(0, "ns/op") // elapsed/b.N says nothing when the schedule sets the pace
-	if n := failed.Load(); n > 0 {
-		b.Logf("%d of %d calls failed (push timeout %s)", n, len(all), 50*time.Millisecond)
+	r.Report(b)
+	if r.Errors > 0 {
+		b.Logf("%d of %d calls failed (push timeout %s)", r.Errors, len(r.Call), 50*time.Millisecond)
 	}
 }
