@@ -21,9 +21,10 @@ func LeaseKey(prefix string, shard int) string {
 }
 
 // SeenKey returns the seen-cache hash of one bucket of users in one
-// generation. Users are spread over buckets so each hash stays small
-// enough for Redis's compact listpack encoding, where a user costs ~20
-// bytes against ~150 for a key of its own.
-func SeenKey(prefix string, generation int64, bucket uint32) string {
-	return prefix + "s:" + strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
+// generation, for the database whose identity is scope. Users are spread
+// over buckets so each hash stays small enough for Redis's compact
+// listpack encoding, where a user costs ~20 bytes against ~150 for a key
+// of its own.
+func SeenKey(prefix, scope string, generation int64, bucket uint32) string {
+	return prefix + "s:" + scope + ":" + strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
 }

@@ -225,7 +225,7 @@ func TestKeys(t *testing.T) {
 
 	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, "p:s:12:345", uum.SeenKey("p:", 12, 345))
+		require.Equal(t, "p:s:0a1b2c3d:12:345", uum.SeenKey("p:", "0a1b2c3d", 12, 345))
 	})
 }
 

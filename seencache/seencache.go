@@ -17,6 +17,11 @@
 // previous one, and a user found only in the previous one is copied
 // forward. A generation's keys expire when the next generation ends, so an
 // untouched pair leaves the cache between TTL/2 and TTL after its last use.
+//
+// Scope: bits are ids of one database's event-name dictionary and mean
+// "this pair is in that database", so keys carry the database's identity.
+// A Redis that outlives a recreated database, or serves two, starts cold
+// instead of answering "seen" for pairs the database does not hold.
 package seencache
 
 import (
@@ -36,9 +41,15 @@ import (
 // 128 fields, Redis's default hash-max-listpack-entries.
 const DefaultBuckets = 1 << 16
 
-// dictionary maps event names to stable small integer ids.
+// dictionary maps event names to stable small integer ids, within one
+// database.
 type dictionary interface {
+	// EventIDs returns the id of every name, registering new ones.
 	EventIDs(ctx context.Context, names []string) (map[string]int32, error)
+	// LookupEventIDs returns the ids of the names that have one.
+	LookupEventIDs(ctx context.Context, names []string) (map[string]int32, error)
+	// InstanceID identifies the database the ids belong to.
+	InstanceID(ctx context.Context) (uum.UUID, error)
 }
 
 // Cache is the seen-pairs cache. It is safe for concurrent use.
@@ -50,8 +61,9 @@ type Cache struct {
 	dict    dictionary
 	now     func() time.Time
 
-	mu  sync.RWMutex
-	ids map[string]int32 // ids never change, so they are memoised forever
+	mu    sync.RWMutex
+	ids   map[string]int32 // ids never change, so they are memoised forever
+	scope string           // from dict.InstanceID; empty until first fetched
 }
 
 // Option configures a Cache.
@@ -90,10 +102,31 @@ func (c *Cache) generation(t time.Time) int64 { return t.UnixNano() / int64(c.ha
 // generation g+1.
 func (c *Cache) expireAt(g int64) time.Time { return time.Unix(0, (g+2)*int64(c.half)) }
 
-func (c *Cache) slot(g int64, u uum.UUID) slot {
+func (c *Cache) slot(scope string, g int64, u uum.UUID) slot {
 	h := fnv.New32a()
 	_, _ = h.Write(u[:])
-	return slot{key: uum.SeenKey(c.prefix, g, h.Sum32()%c.buckets), field: string(u[:])}
+	return slot{key: uum.SeenKey(c.prefix, scope, g, h.Sum32()%c.buckets), field: string(u[:])}
+}
+
+// scopeOf returns the key scope of the dictionary's database: the first 8
+// hex digits of its identity, enough to tell databases sharing one Redis
+// apart at ~1 byte per user.
+func (c *Cache) scopeOf(ctx context.Context) (string, error) {
+	c.mu.RLock()
+	scope := c.scope
+	c.mu.RUnlock()
+	if scope != "" {
+		return scope, nil
+	}
+	id, err := c.dict.InstanceID(ctx)
+	if err != nil {
+		return "", fmt.Errorf("seen cache scope: %w", err)
+	}
+	scope = id.String()[:8]
+	c.mu.Lock()
+	c.scope = scope
+	c.mu.Unlock()
+	return scope, nil
 }
 
 // userBits groups pairs by user, in first-seen order.
@@ -121,13 +154,19 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	ids, err := c.resolve(ctx, pairs)
+	scope, err := c.scopeOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Looking up, not registering: a name without an id has no bit set
+	// anywhere, and a read must not grow the dictionary.
+	ids, err := c.resolve(ctx, pairs, false)
 	if err != nil {
 		return nil, err
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	got, err := c.read(ctx, users.users, g, g-1)
+	got, err := c.read(ctx, scope, users.users, g, g-1)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +176,7 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	for i, u := range users.users {
 		merged[i] = or(cur[i], prev[i])
 		if len(prev[i]) > 0 && string(merged[i]) != string(cur[i]) {
-			c.write(ctx, pipe, g, u, merged[i])
+			c.write(ctx, pipe, scope, g, u, merged[i])
 		}
 	}
 	if pipe.Len() > 0 {
@@ -161,13 +200,17 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if len(pairs) == 0 {
 		return nil
 	}
-	ids, err := c.resolve(ctx, pairs)
+	scope, err := c.scopeOf(ctx)
+	if err != nil {
+		return err
+	}
+	ids, err := c.resolve(ctx, pairs, true)
 	if err != nil {
 		return err
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	got, err := c.read(ctx, users.users, g)
+	got, err := c.read(ctx, scope, users.users, g)
 	if err != nil {
 		return err
 	}
@@ -178,7 +221,7 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	}
 	pipe := c.rdb.Pipeline()
 	for i, u := range users.users {
-		c.write(ctx, pipe, g, u, cur[i])
+		c.write(ctx, pipe, scope, g, u, cur[i])
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
@@ -188,13 +231,13 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 
 // read returns, per generation, the bitmaps of users (nil where absent),
 // in one pipelined round-trip.
-func (c *Cache) read(ctx context.Context, users []uum.UUID, gens ...int64) ([][][]byte, error) {
+func (c *Cache) read(ctx context.Context, scope string, users []uum.UUID, gens ...int64) ([][][]byte, error) {
 	pipe := c.rdb.Pipeline()
 	cmds := make([][]*redis.StringCmd, len(gens))
 	for j, g := range gens {
 		cmds[j] = make([]*redis.StringCmd, len(users))
 		for i, u := range users {
-			s := c.slot(g, u)
+			s := c.slot(scope, g, u)
 			cmds[j][i] = pipe.HGet(ctx, s.key, s.field)
 		}
 	}
@@ -214,8 +257,8 @@ func (c *Cache) read(ctx context.Context, users []uum.UUID, gens ...int64) ([][]
 }
 
 // write queues the user's bitmap and its bucket's expiry on pipe.
-func (c *Cache) write(ctx context.Context, pipe redis.Pipeliner, g int64, u uum.UUID, bits []byte) {
-	s := c.slot(g, u)
+func (c *Cache) write(ctx context.Context, pipe redis.Pipeliner, scope string, g int64, u uum.UUID, bits []byte) {
+	s := c.slot(scope, g, u)
 	pipe.HSet(ctx, s.key, s.field, bits)
 	// PEXPIREAT: EXPIREAT takes whole seconds and would cut a generation
 	// that does not end on a second short, even into the past.
@@ -223,7 +266,11 @@ func (c *Cache) write(ctx context.Context, pipe redis.Pipeliner, g int64, u uum.
 }
 
 // Bits are numbered like Redis SETBIT: bit 0 is the top bit of byte 0.
+// A negative id (a name with no id) is never set.
 func bit(b []byte, id int32) bool {
+	if id < 0 {
+		return false
+	}
 	i := int(id) / 8
 	return i < len(b) && b[i]&(0x80>>(id%8)) != 0
 }
@@ -248,14 +295,19 @@ func or(a, b []byte) []byte {
 	return out
 }
 
-// resolve returns the dictionary id of each pair's name.
-func (c *Cache) resolve(ctx context.Context, pairs []uum.Pair) ([]int32, error) {
+// resolve returns the dictionary id of each pair's name. With register,
+// names new to the dictionary are added to it; without, they get -1.
+func (c *Cache) resolve(ctx context.Context, pairs []uum.Pair, register bool) ([]int32, error) {
 	out := make([]int32, len(pairs))
 	missing := c.fill(out, pairs)
 	if len(missing) == 0 {
 		return out, nil
 	}
-	got, err := c.dict.EventIDs(ctx, uniq(missing))
+	fetch := c.dict.LookupEventIDs
+	if register {
+		fetch = c.dict.EventIDs
+	}
+	got, err := fetch(ctx, uniq(missing))
 	if err != nil {
 		return nil, fmt.Errorf("event name ids: %w", err)
 	}
@@ -264,14 +316,14 @@ func (c *Cache) resolve(ctx context.Context, pairs []uum.Pair) ([]int32, error) 
 		c.ids[n] = id
 	}
 	c.mu.Unlock()
-	if missing = c.fill(out, pairs); len(missing) > 0 {
+	if missing = c.fill(out, pairs); len(missing) > 0 && register {
 		return nil, fmt.Errorf("event name ids: no id for %q", missing[0])
 	}
 	return out, nil
 }
 
-// fill sets out[i] to the memoised id of pairs[i] and returns the names
-// that have none yet.
+// fill sets out[i] to the memoised id of pairs[i], or -1, and returns the
+// names that have none yet.
 func (c *Cache) fill(out []int32, pairs []uum.Pair) []string {
 	var missing []string
 	c.mu.RLock()
@@ -279,6 +331,7 @@ func (c *Cache) fill(out []int32, pairs []uum.Pair) []string {
 	for i, p := range pairs {
 		id, ok := c.ids[p.Name]
 		if !ok {
+			id = -1
 			missing = append(missing, p.Name)
 		}
 		out[i] = id

@@ -34,14 +34,45 @@ func pair(u uum.UUID, name string) uum.Pair { return uum.Pair{UserID: u, Name: n
 // fakeDict is an in-memory event-name dictionary: it assigns 1, 2, 3...
 // in the order names are first asked for, and records every call.
 type fakeDict struct {
-	mu    sync.Mutex
-	ids   map[string]int32
-	calls [][]string
-	err   error  // returned by every call while set
-	skip  string // a name it never returns an id for
+	mu       sync.Mutex
+	ids      map[string]int32
+	calls    [][]string // EventIDs: registering
+	lookups  [][]string // LookupEventIDs: read only
+	err      error      // returned by every id call while set
+	skip     string     // a name it never returns an id for
+	instance uum.UUID
+	instErr  error // returned by InstanceID while set
 }
 
-func newFakeDict() *fakeDict { return &fakeDict{ids: make(map[string]int32)} }
+// fakeInstance is the database identity of every fakeDict; its key scope
+// is the first 8 hex digits.
+var fakeInstance = uum.MustParseUUID("0a1b2c3d-0000-4000-8000-000000000000")
+
+const fakeScope = "0a1b2c3d"
+
+func newFakeDict() *fakeDict { return &fakeDict{ids: make(map[string]int32), instance: fakeInstance} }
+
+func (d *fakeDict) LookupEventIDs(_ context.Context, names []string) (map[string]int32, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lookups = append(d.lookups, slices.Clone(names))
+	if d.err != nil {
+		return nil, d.err
+	}
+	out := make(map[string]int32, len(names))
+	for _, n := range names {
+		if id, ok := d.ids[n]; ok && n != d.skip {
+			out[n] = id
+		}
+	}
+	return out, nil
+}
+
+func (d *fakeDict) InstanceID(context.Context) (uum.UUID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.instance, d.instErr
+}
 
 func (d *fakeDict) EventIDs(_ context.Context, names []string) (map[string]int32, error) {
 	d.mu.Lock()
@@ -88,6 +119,12 @@ func (d *fakeDict) callLog() [][]string {
 	return slices.Clone(d.calls)
 }
 
+func (d *fakeDict) lookupLog() [][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.lookups)
+}
+
 // clock is a settable time source for seencache.WithClock.
 type clock struct {
 	mu  sync.Mutex
@@ -115,11 +152,15 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // seenKey computes, independently of the package, the hash that holds
-// user u in generation g.
+// user u in generation g, for a fakeDict's database.
 func seenKey(prefix string, g int64, u uum.UUID, buckets uint32) string {
+	return scopedSeenKey(prefix, fakeScope, g, u, buckets)
+}
+
+func scopedSeenKey(prefix, scope string, g int64, u uum.UUID, buckets uint32) string {
 	h := fnv.New32a()
 	_, _ = h.Write(u[:])
-	return uum.SeenKey(prefix, g, h.Sum32()%buckets)
+	return uum.SeenKey(prefix, scope, g, h.Sum32()%buckets)
 }
 
 // bitsSet decodes a bitmap numbered like SETBIT (bit 0 is the top bit of
@@ -222,6 +263,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		}
 		require.Empty(t, b.trips.Take())
 		require.Empty(t, b.dict.callLog())
+		require.Empty(t, b.dict.lookupLog())
 	})
 
 	t.Run("UnmarkedPairsMiss", func(t *testing.T) {
@@ -274,11 +316,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		b := setup(t)
 		u := uum.NewUUID()
 		names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} // ids 1-9: two bytes
-		var ask []uum.Pair
-		for _, n := range names {
-			ask = append(ask, pair(u, n))
-		}
-		_, err := b.cache.Seen(ctx, ask)
+		_, err := b.dict.EventIDs(ctx, names)
 		require.NoError(t, err)
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a"), pair(u, "c"), pair(u, "i")}))
 
@@ -455,17 +493,44 @@ func testCache(t *testing.T, be redistest.Backend) {
 		b := setup(t)
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
 
-		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b"), pair(u2, "a")})
+		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b"), pair(u2, "a")})
 		require.NoError(t, err)
-		require.Equal(t, [][]string{{"a", "b"}}, b.dict.callLog())
+		require.Equal(t, []bool{false, false, false}, seen)
+		require.Equal(t, [][]string{{"a", "b"}}, b.dict.lookupLog())
+		require.Empty(t, b.dict.callLog(), "a read registers no name")
 
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a"), pair(u1, "c"), pair(u2, "c")}))
-		require.Equal(t, [][]string{{"a", "b"}, {"c"}}, b.dict.callLog())
+		require.Equal(t, [][]string{{"a", "c"}}, b.dict.callLog())
 
+		// b is still unknown, so it is looked up again; a and c are not.
 		_, err = b.cache.Seen(ctx, []uum.Pair{pair(u1, "c"), pair(u2, "b"), pair(u1, "a")})
 		require.NoError(t, err)
+		require.Equal(t, [][]string{{"a", "b"}, {"b"}}, b.dict.lookupLog())
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u2, "a")}))
-		require.Len(t, b.dict.callLog(), 2, "known names need no dictionary call")
+		require.Len(t, b.dict.callLog(), 1, "known names need no dictionary call")
+	})
+
+	t.Run("KeysAreScopedByDatabase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
+
+		// Same Redis, same prefix, same names, another database: a
+		// recreated one, or a second deployment.
+		other := newFakeDict()
+		other.instance = uum.MustParseUUID("ffffffff-0000-4000-8000-000000000000")
+		_, err := other.EventIDs(ctx, []string{"a"})
+		require.NoError(t, err)
+		c := seencache.New(b.rdb, b.prefix, ttl, other, seencache.WithClock(b.clock.Now))
+		seen, err := c.Seen(ctx, []uum.Pair{pair(u, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "another database's cache must not answer")
+
+		same := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+		seen, err = same.Seen(ctx, []uum.Pair{pair(u, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
 	})
 
 	t.Run("DictionaryErrorsPropagate", func(t *testing.T) {
@@ -488,20 +553,48 @@ func testCache(t *testing.T, be redistest.Backend) {
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, seen)
-		require.Len(t, b.dict.callLog(), 3)
+		require.Len(t, b.dict.callLog(), 2, "the failed Mark and the good one")
 	})
 
-	t.Run("NameWithoutIDIsAnError", func(t *testing.T) {
+	t.Run("InstanceErrorsPropagate", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		errInst := errors.New("database down")
+		b.dict.mu.Lock()
+		b.dict.instErr = errInst
+		b.dict.mu.Unlock()
+		pairs := []uum.Pair{pair(uum.NewUUID(), "a")}
+
+		_, err := b.cache.Seen(ctx, pairs)
+		require.ErrorIs(t, err, errInst)
+		require.ErrorIs(t, b.cache.Mark(ctx, pairs), errInst)
+		require.Empty(t, b.trips.Take(), "no key can be named without the scope")
+
+		b.dict.mu.Lock()
+		b.dict.instErr = nil
+		b.dict.mu.Unlock()
+		require.NoError(t, b.cache.Mark(ctx, pairs))
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+	})
+
+	t.Run("NameWithoutIDIsUnseenButCannotBeMarked", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.dict.skip = "lost"
 		u := uum.NewUUID()
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
+		b.trips.Take()
 		pairs := []uum.Pair{pair(u, "a"), pair(u, "lost")}
 
-		_, err := b.cache.Seen(ctx, pairs)
-		require.ErrorContains(t, err, `no id for "lost"`)
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, seen)
+		require.Equal(t, []map[string]int{{"hget": 2}}, b.trips.TakeCounts())
+
 		require.ErrorContains(t, b.cache.Mark(ctx, pairs), `no id for "lost"`)
-		require.Empty(t, b.trips.Take())
+		require.Empty(t, b.trips.Take(), "Mark sends nothing without ids")
 	})
 
 	t.Run("RedisDownIsAnError", func(t *testing.T) {
@@ -656,7 +749,10 @@ func TestCacheWithStore(t *testing.T) {
 		ids := b.ids(t)
 		require.Len(t, ids, 2)
 		g := b.now().UnixNano() / int64(half)
-		v, err := b.rdb.HGet(ctx, seenKey(b.prefix, g, u1, seencache.DefaultBuckets), string(u1[:])).Bytes()
+		instance, err := b.store.InstanceID(ctx)
+		require.NoError(t, err)
+		key := scopedSeenKey(b.prefix, instance.String()[:8], g, u1, seencache.DefaultBuckets)
+		v, err := b.rdb.HGet(ctx, key, string(u1[:])).Bytes()
 		require.NoError(t, err)
 		want := []int64{ids["signup"], ids["login"]}
 		slices.Sort(want)
@@ -670,7 +766,7 @@ func TestCacheWithStore(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.Equal(t, []bool{false, true, false, true, true}, seen)
-		require.Len(t, b.ids(t), 3, "export is registered once looked up")
+		require.Len(t, b.ids(t), 2, "a lookup registers nothing")
 	})
 }
 

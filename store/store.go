@@ -170,7 +170,7 @@ func (s *Store) UniqueCounts(ctx context.Context, eventName string) ([]uum.Count
 // EventIDs returns the dictionary id of each name, registering names it
 // has not seen. Ids are stable forever; the seen-cache relies on it.
 func (s *Store) EventIDs(ctx context.Context, names []string) (map[string]int32, error) {
-	ids, err := s.lookupIDs(ctx, names)
+	ids, err := s.LookupEventIDs(ctx, names)
 	if err != nil || len(ids) == len(names) {
 		return ids, err
 	}
@@ -188,10 +188,13 @@ func (s *Store) EventIDs(ctx context.Context, names []string) (map[string]int32,
 		ON CONFLICT (name) DO NOTHING`, missing); err != nil {
 		return nil, fmt.Errorf("register event names: %w", interpret(err))
 	}
-	return s.lookupIDs(ctx, names)
+	return s.LookupEventIDs(ctx, names)
 }
 
-func (s *Store) lookupIDs(ctx context.Context, names []string) (map[string]int32, error) {
+// LookupEventIDs returns the dictionary ids of the names that have one,
+// registering nothing: read paths use it, so a lookup of a name never
+// logged writes nothing.
+func (s *Store) LookupEventIDs(ctx context.Context, names []string) (map[string]int32, error) {
 	rows, err := s.pool.Query(ctx, `SELECT name, id FROM event_names WHERE name = ANY($1)`, names)
 	if err != nil {
 		return nil, fmt.Errorf("event ids: %w", interpret(err))
@@ -209,6 +212,17 @@ func (s *Store) lookupIDs(ctx context.Context, names []string) (map[string]int32
 		return nil, fmt.Errorf("event ids: %w", interpret(err))
 	}
 	return ids, nil
+}
+
+// InstanceID returns the identity of this database, created by the
+// migrations. Redis state that only holds against this database is keyed
+// by it.
+func (s *Store) InstanceID(ctx context.Context) (uum.UUID, error) {
+	var id [16]byte
+	if err := s.pool.QueryRow(ctx, `SELECT id FROM uum_instance`).Scan(&id); err != nil {
+		return uum.UUID{}, fmt.Errorf("instance id: %w", interpret(err))
+	}
+	return id, nil
 }
 
 // ErrSchema is returned when the schema is missing or out of date: run the

@@ -107,6 +107,33 @@ func TestStore(t *testing.T) {
 		require.Equal(t, map[string]int32{"a": 1, "b": 2, "c": 3}, ids)
 	})
 
+	t.Run("LookupEventIDsRegistersNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.store.EventIDs(ctx, []string{"a"})
+		require.NoError(t, err)
+		ids, err := b.store.LookupEventIDs(ctx, []string{"a", "never_logged"})
+		require.NoError(t, err)
+		require.Equal(t, map[string]int32{"a": 1}, ids)
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM event_names`).Scan(&n))
+		require.Equal(t, 1, n, "a lookup must not register the name")
+	})
+
+	t.Run("InstanceIDIsStablePerDatabase", func(t *testing.T) {
+		t.Parallel()
+		b, other := setup(t), setup(t)
+		id, err := b.store.InstanceID(ctx)
+		require.NoError(t, err)
+		require.NotEqual(t, uum.UUID{}, id)
+		again, err := b.store.InstanceID(ctx)
+		require.NoError(t, err)
+		require.Equal(t, id, again)
+		otherID, err := other.store.InstanceID(ctx)
+		require.NoError(t, err)
+		require.NotEqual(t, id, otherID, "two databases must not share an identity")
+	})
+
 	t.Run("MigrateTwiceIsANoOp", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
