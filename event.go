@@ -126,10 +126,30 @@ type BatchResult struct {
 	Inserted []Pair
 }
 
-// NewDeadLetter returns the dead letter of raw. Its correlation id is a
-// digest of the bytes, so the same entry dead-lettered twice (a batch
-// re-run after a crash) is stored once and can be found from a log line.
-func NewDeadLetter(raw []byte, reason string) DeadLetter {
-	sum := sha256.Sum256(raw)
+// Position locates an entry in everything ever pushed to one buffer shard:
+// the shard's epoch (random, made when its cursor was created) and the
+// number of entries trimmed from the shard before it. Only fenced trims
+// remove entries and each adds its count to the cursor atomically, so an
+// entry keeps its position for as long as it is buffered, whoever drains.
+type Position struct {
+	Epoch  string
+	Offset int64
+}
+
+// Add returns the position n entries later.
+func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: p.Offset + int64(n)} }
+
+// NewDeadLetter returns the dead letter of the entry raw found at pos. Its
+// correlation id is a digest of both: the same entry dead-lettered again
+// (a batch re-run after a crash, by this drainer or another) is stored
+// once, while identical bytes pushed twice are two entries and two dead
+// letters.
+func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
+	h := sha256.New()
+	h.Write([]byte(pos.Epoch))
+	h.Write(strconv.AppendInt([]byte{0}, pos.Offset, 10))
+	h.Write([]byte{0})
+	h.Write(raw)
+	sum := h.Sum(nil)
 	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: reason}
 }

@@ -5,9 +5,9 @@ import "strconv"
 // Redis key builders. Every key the project writes comes from here and
 // starts with the configured prefix.
 //
-// The buffer list and its lease share a {hash tag} so the fenced trim
-// script, which reads the lease and trims the list, touches one cluster
-// slot. The shard number is in the tag so shards spread across slots when
+// The buffer list, its lease and its cursor share a {hash tag} so the
+// fenced trim script, which reads the lease, trims the list and advances
+// the cursor, touches one cluster slot. The shard number is in the tag so shards spread across slots when
 // buffers are sharded over Redis Cluster.
 
 // BufferKey returns the key of the pending-events list of a shard.
@@ -18,6 +18,13 @@ func BufferKey(prefix string, shard int) string {
 // LeaseKey returns the key of the drain lease of a shard.
 func LeaseKey(prefix string, shard int) string {
 	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:lease"
+}
+
+// CursorKey returns the key of a shard's cursor: a hash holding the
+// shard's epoch and the number of entries ever trimmed from it, which
+// together give every buffered entry a stable uum.Position.
+func CursorKey(prefix string, shard int) string {
+	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:cursor"
 }
 
 // SeenKey returns the seen-cache hash of one bucket of users in one

@@ -221,6 +221,7 @@ func TestKeys(t *testing.T) {
 		t.Parallel()
 		require.Equal(t, "p:{buffer:3}:pending", uum.BufferKey("p:", 3))
 		require.Equal(t, "p:{buffer:3}:lease", uum.LeaseKey("p:", 3))
+		require.Equal(t, "p:{buffer:3}:cursor", uum.CursorKey("p:", 3))
 	})
 
 	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
@@ -325,11 +326,13 @@ func TestDecodeWirePoison(t *testing.T) {
 func TestNewDeadLetter(t *testing.T) {
 	t.Parallel()
 
+	at := uum.Position{Epoch: "e1", Offset: 41}
+
 	t.Run("CorrelationIDIsStableDigest", func(t *testing.T) {
 		t.Parallel()
-		a := uum.NewDeadLetter([]byte("garbage"), "invalid JSON")
-		b := uum.NewDeadLetter([]byte("garbage"), "other reason")
-		require.Equal(t, a.CorrelationID, b.CorrelationID)
+		a := uum.NewDeadLetter([]byte("garbage"), "invalid JSON", at)
+		b := uum.NewDeadLetter([]byte("garbage"), "other reason", at)
+		require.Equal(t, a.CorrelationID, b.CorrelationID, "the same entry re-read is the same dead letter")
 		require.Regexp(t, `^dl_[0-9a-f]{24}$`, a.CorrelationID)
 		require.Equal(t, []byte("garbage"), a.Raw)
 		require.Equal(t, "invalid JSON", a.Reason)
@@ -337,7 +340,22 @@ func TestNewDeadLetter(t *testing.T) {
 
 	t.Run("DifferentBytesDifferentIDs", func(t *testing.T) {
 		t.Parallel()
-		require.NotEqual(t, uum.NewDeadLetter([]byte("a"), "").CorrelationID, uum.NewDeadLetter([]byte("b"), "").CorrelationID)
+		require.NotEqual(t, uum.NewDeadLetter([]byte("a"), "", at).CorrelationID, uum.NewDeadLetter([]byte("b"), "", at).CorrelationID)
+	})
+
+	t.Run("SameBytesElsewhereAreAnotherEntry", func(t *testing.T) {
+		t.Parallel()
+		a := uum.NewDeadLetter([]byte("garbage"), "", at)
+		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", at.Add(1)).CorrelationID)
+		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", uum.Position{Epoch: "e2", Offset: 41}).CorrelationID)
+		// The fields are separated: epoch "e1", offset 41 is not epoch
+		// "e14", offset 1.
+		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", uum.Position{Epoch: "e14", Offset: 1}).CorrelationID)
+	})
+
+	t.Run("PositionAdd", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, uum.Position{Epoch: "e1", Offset: 46}, at.Add(5))
 	})
 }
 

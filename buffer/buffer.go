@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,14 +20,18 @@ import (
 
 // List is the pending-events list of one buffer shard.
 type List struct {
-	rdb      redis.UniversalClient
-	key      string
-	leaseKey string
+	rdb       redis.UniversalClient
+	key       string
+	leaseKey  string
+	cursorKey string
 }
 
 // New returns the list of shard under prefix.
 func New(rdb redis.UniversalClient, prefix string, shard int) *List {
-	return &List{rdb: rdb, key: uum.BufferKey(prefix, shard), leaseKey: uum.LeaseKey(prefix, shard)}
+	return &List{
+		rdb: rdb, key: uum.BufferKey(prefix, shard),
+		leaseKey: uum.LeaseKey(prefix, shard), cursorKey: uum.CursorKey(prefix, shard),
+	}
 }
 
 // Key returns the Redis key of the list, for logs and operators.
@@ -83,25 +89,60 @@ type Lease struct {
 	list  *List
 	token string
 	ttl   time.Duration
+	tail  uum.Position // of the oldest entry in the list; only our trims move it
 }
+
+// acquireScript takes the lease and reads the cursor in one step, so the
+// cursor cannot move between the two. A missing cursor gets the new epoch
+// ARGV[3]: a new buffer, or one whose Redis lost its data.
+// KEYS[1] lease, KEYS[2] cursor; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
+// epoch. Returns false if the lease is held, else {epoch, trimmed}.
+var acquireScript = redis.NewScript(`
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+redis.call('HSETNX', KEYS[2], 'epoch', ARGV[3])
+local c = redis.call('HMGET', KEYS[2], 'epoch', 'trimmed')
+return {c[1], c[2] or '0'}`)
 
 // Acquire takes the drain lease for ttl. It returns uum.ErrLeaseHeld if
 // another drainer holds it.
 func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	token, err := randomHex()
+	if err != nil {
 		return nil, fmt.Errorf("lease token: %w", err)
 	}
-	token := hex.EncodeToString(b[:])
-	ok, err := l.rdb.SetNX(ctx, l.leaseKey, token, ttl).Result()
+	epoch, err := randomHex()
+	if err != nil {
+		return nil, fmt.Errorf("buffer epoch: %w", err)
+	}
+	res, err := acquireScript.Run(ctx, l.rdb, []string{l.leaseKey, l.cursorKey}, token, ttl.Milliseconds(), epoch).StringSlice()
+	if errors.Is(err, redis.Nil) {
+		return nil, uum.ErrLeaseHeld
+	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease: %w", err)
 	}
-	if !ok {
-		return nil, uum.ErrLeaseHeld
+	if len(res) != 2 {
+		return nil, fmt.Errorf("acquire lease: unexpected reply %q", res)
 	}
-	return &Lease{list: l, token: token, ttl: ttl}, nil
+	trimmed, err := strconv.ParseInt(res[1], 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease: cursor %s trimmed=%q: %w", l.cursorKey, res[1], err)
+	}
+	return &Lease{list: l, token: token, ttl: ttl, tail: uum.Position{Epoch: res[0], Offset: trimmed}}, nil
 }
+
+func randomHex() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Position returns the position of the entry skip entries after the
+// oldest one in the list: Peek(ctx, skip, n) returns the entries at
+// Position(skip), Position(skip+1)...
+func (le *Lease) Position(skip int) uum.Position { return le.tail.Add(skip) }
 
 // Token returns the fencing token.
 func (le *Lease) Token() string { return le.token }
@@ -124,13 +165,19 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1`)
 
-// trimScript removes the n oldest entries only if the lease still holds
-// our token. KEYS[1] lease key, KEYS[2] list key; ARGV[1] token, ARGV[2] n.
-// Returns 1 if trimmed, 0 if the fence failed and nothing was removed.
+// trimScript removes the n oldest entries (at most all of them) and
+// advances the cursor by as many, only if the lease still holds our token.
+// KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key; ARGV[1] token,
+// ARGV[2] n. Returns the number removed, or -1 if the fence failed and
+// nothing was removed.
 var trimScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('LTRIM', KEYS[2], 0, -(tonumber(ARGV[2]) + 1))
-return 1`)
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local n = math.min(tonumber(ARGV[2]), redis.call('LLEN', KEYS[2]))
+if n > 0 then
+	redis.call('LTRIM', KEYS[2], 0, -(n + 1))
+	redis.call('HINCRBY', KEYS[3], 'trimmed', n)
+end
+return n`)
 
 // Renew extends the lease by its TTL. It returns uum.ErrFenceLost if the
 // lease expired or another drainer took it.
@@ -146,11 +193,22 @@ func (le *Lease) Release(ctx context.Context) error {
 
 // Trim removes the n oldest entries under the fence. It returns
 // uum.ErrFenceLost, removing nothing, if the lease is no longer ours.
+//
+// n must not exceed the list's length: the entries were peeked under
+// this lease and only its trims remove entries, so they are still there.
 func (le *Lease) Trim(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	return le.fenced(ctx, "trim buffer", trimScript, []string{le.list.leaseKey, le.list.key}, le.token, n)
+	removed, err := trimScript.Run(ctx, le.list.rdb, []string{le.list.leaseKey, le.list.key, le.list.cursorKey}, le.token, n).Int()
+	if err != nil {
+		return fmt.Errorf("trim buffer: %w", err)
+	}
+	if removed < 0 {
+		return fmt.Errorf("trim buffer: %w", uum.ErrFenceLost)
+	}
+	le.tail = le.tail.Add(removed)
+	return nil
 }
 
 func (le *Lease) fenced(ctx context.Context, op string, s *redis.Script, keys []string, args ...any) error {

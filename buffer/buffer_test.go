@@ -207,6 +207,7 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		require.NoError(t, lease.Trim(ctx, 5))
 		require.Empty(t, all(t, b))
+		require.Equal(t, int64(2), lease.Position(0).Offset, "the cursor counts what was removed")
 	})
 
 	t.Run("TrimZeroRemovesNothing", func(t *testing.T) {
@@ -230,6 +231,7 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		require.ErrorIs(t, lease.Trim(ctx, 2), uum.ErrFenceLost)
 		require.Equal(t, []string{"e0", "e1", "e2"}, all(t, b))
+		require.Equal(t, int64(0), lease.Position(0).Offset)
 	})
 
 	t.Run("TrimAfterTakeoverRemovesNothing", func(t *testing.T) {
@@ -252,6 +254,61 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		require.NoError(t, fresh.Trim(ctx, 2))
 		require.Equal(t, []string{"e2"}, all(t, b))
+	})
+
+	t.Run("PositionsSurviveLeasesAndCountOnlyFencedTrims", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0", "e1", "e2", "e3", "e4")
+		first, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		start := first.Position(0)
+		require.Regexp(t, `^[0-9a-f]{32}$`, start.Epoch)
+		require.Equal(t, int64(0), start.Offset)
+		require.Equal(t, int64(3), first.Position(3).Offset, "Peek(3, n) starts at offset 3")
+
+		require.NoError(t, first.Trim(ctx, 2))
+		require.Equal(t, start.Add(2), first.Position(0))
+		require.NoError(t, first.Release(ctx))
+
+		// Another drainer sees e2 where the first one would have.
+		second, err := b.list.Acquire(ctx, 50*time.Millisecond)
+		require.NoError(t, err)
+		require.Equal(t, start.Add(2), second.Position(0))
+		got, err := b.list.Peek(ctx, 0, 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{"e2"}, got)
+
+		// A trim that fails its fence does not move anyone's positions.
+		b.expire(t, b.leaseKey)
+		third, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.ErrorIs(t, second.Trim(ctx, 1), uum.ErrFenceLost)
+		require.Equal(t, start.Add(2), third.Position(0))
+		require.NoError(t, third.Release(ctx))
+
+		// Producers push at the head: they do not move the tail.
+		push(t, b, "e5")
+		fourth, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, start.Add(2), fourth.Position(0))
+	})
+
+	t.Run("LostCursorStartsANewEpoch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0", "e1")
+		first, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, first.Trim(ctx, 1))
+		require.NoError(t, first.Release(ctx))
+		require.NoError(t, b.rdb.Del(ctx, uum.CursorKey(b.prefix, shard)).Err())
+
+		second, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NotEqual(t, first.Position(0).Epoch, second.Position(0).Epoch,
+			"offsets restart, so the epoch must change or positions would repeat")
+		require.Equal(t, int64(0), second.Position(0).Offset)
 	})
 
 	t.Run("RenewExtendsLease", func(t *testing.T) {
@@ -334,7 +391,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		if be.Isolated {
 			pattern = "*" // the whole server is ours: any key at all must be prefixed
 		}
-		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey}, redistest.Keys(t, b.rdb, pattern))
+		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey, uum.CursorKey(b.prefix, shard)}, redistest.Keys(t, b.rdb, pattern))
 	})
 }
 

@@ -27,8 +27,9 @@ CREATE TABLE event_names (
 );
 
 -- Buffered entries the drain could not process. The correlation id is
--- derived from the raw bytes, so re-running a batch that committed but was
--- not trimmed does not store its dead letters twice.
+-- derived from the entry's buffer position and raw bytes, so re-running a
+-- batch that committed but was not trimmed does not store its dead letters
+-- twice, while identical entries pushed twice are two rows.
 CREATE TABLE dead_letters (
     correlation_id text        PRIMARY KEY,
     raw            bytea       NOT NULL,

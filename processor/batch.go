@@ -10,6 +10,7 @@ import (
 // the drain steps. Each step fills the next field; later stages (counter
 // rules, event-id registry, minute buckets) add fields and steps here.
 type batch struct {
+	at     uum.Position     // of raw[0]
 	raw    []string         // entries as peeked, oldest first; trimmed by count
 	events []uum.Event      // decoded valid entries
 	dead   []uum.DeadLetter // poison entries
@@ -22,11 +23,11 @@ type batch struct {
 // entry never stops the batch.
 func (b *batch) decode() {
 	b.events = make([]uum.Event, 0, len(b.raw))
-	for _, r := range b.raw {
+	for i, r := range b.raw {
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
 		if errors.As(err, &de) {
-			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason))
+			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
 			continue
 		}
 		b.events = append(b.events, ev)

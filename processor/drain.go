@@ -200,7 +200,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 	if err != nil {
 		return sum, err
 	}
-	next := d.prepare(ctx, raw)
+	next := d.prepare(ctx, lease.Position(0), raw)
 	for len(next.raw) > 0 && sum.Iterations < d.cfg.MaxIterations {
 		cur := next
 		var prefetched chan *batch
@@ -208,7 +208,8 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		if sum.Iterations+1 < d.cfg.MaxIterations {
 			if raw, peekErr = d.peek(ctx, len(cur.raw)); len(raw) > 0 {
 				prefetched = make(chan *batch, 1)
-				go func() { prefetched <- d.prepare(ctx, raw) }()
+				at := lease.Position(len(cur.raw)) // read before cur is trimmed
+				go func() { prefetched <- d.prepare(ctx, at, raw) }()
 			}
 		}
 		err := d.finish(ctx, lease, cur)
@@ -236,7 +237,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 			if raw, err = d.peek(ctx, 0); err != nil {
 				return sum, err
 			}
-			next = d.prepare(ctx, raw)
+			next = d.prepare(ctx, lease.Position(0), raw)
 		}
 	}
 	return sum, nil
@@ -249,9 +250,9 @@ func (d *Drainer) peek(ctx context.Context, skip int) ([]string, error) {
 }
 
 // prepare runs the steps before the commit: decode, dedupe, seen-cache
-// filter.
-func (d *Drainer) prepare(ctx context.Context, raw []string) *batch {
-	b := &batch{raw: raw}
+// filter. at is the buffer position of raw[0].
+func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *batch {
+	b := &batch{at: at, raw: raw}
 	if len(raw) == 0 {
 		return b
 	}

@@ -428,6 +428,34 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, len(poison), got)
 	})
 
+	t.Run("IdenticalPoisonEntriesAreEachDeadLetteredOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 2
+		good := string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire())
+		// Three identical poison entries, two in one batch and one in the
+		// next: three entries, three dead letters.
+		b.push(t, "garbage", "garbage", good, "garbage")
+		b.db.lostOn = 2 // the second batch commits, then the "process dies"
+
+		_, err := b.drainer().Drain(ctx)
+		require.Error(t, err)
+		require.Len(t, b.pending(t), 2, "the second batch is not trimmed")
+		deadLetters := func() int {
+			var n int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM dead_letters WHERE raw = 'garbage'`).Scan(&n))
+			return n
+		}
+		require.Equal(t, 3, deadLetters())
+
+		// The re-run reads the second batch again at the same positions:
+		// its dead letter is already stored.
+		sum := b.drain(t)
+		require.Equal(t, 1, sum.DeadLettered)
+		require.Equal(t, 3, deadLetters(), "a re-read entry is not stored twice")
+		require.Empty(t, b.pending(t))
+	})
+
 	t.Run("AllGarbageBatchDoesNotStall", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)

@@ -69,7 +69,7 @@ func TestStore(t *testing.T) {
 	t.Run("DeadLettersAreIdempotentByCorrelationID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		dl := uum.NewDeadLetter([]byte("garbage"), "invalid JSON")
+		dl := uum.NewDeadLetter([]byte("garbage"), "invalid JSON", uum.Position{Epoch: "e", Offset: 7})
 		for range 2 {
 			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: []uum.DeadLetter{dl, dl}})
 			require.NoError(t, err)
