@@ -48,6 +48,22 @@ func TestStore(t *testing.T) {
 		require.Equal(t, []uum.Count{{EventName: "b", UniqueUsers: 2}}, counts)
 	})
 
+	t.Run("EmptyBatchSendsNoSQL", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A closed pool fails any query, so success proves none was sent.
+		closed, err := pgxpool.NewWithConfig(ctx, b.pool.Config())
+		require.NoError(t, err)
+		closed.Close()
+		st := store.New(closed)
+
+		res, err := st.CommitBatch(ctx, uum.BatchWrite{})
+		require.NoError(t, err)
+		require.Empty(t, res.Inserted)
+		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}}})
+		require.Error(t, err, "a batch with a pair must reach Postgres")
+	})
+
 	t.Run("TotalsMatchRows", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
