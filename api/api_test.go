@@ -166,19 +166,52 @@ func setup(t *testing.T) *testBundle {
 	return b
 }
 
-// client returns a real uniqueevents.Client over the bundle's pusher and
-// store.
-func (b *testBundle) client(t *testing.T, enabled bool) *uniqueevents.Client {
-	t.Helper()
-	c, err := uniqueevents.New(config.Events{
+// eventsConfig allows mhv_rx_accessed and mhv_login, and tracks
+// mhv_rx_accessed at facility 757.
+func eventsConfig(enabled bool) config.Events {
+	return config.Events{
 		Enabled:               enabled,
 		Names:                 []string{"mhv_rx_accessed", "mhv_login"},
 		TrackedFacilityIDs:    []string{"757"},
 		FacilityTrackedEvents: []string{"mhv_rx_accessed"},
 		PushTimeout:           50 * time.Millisecond,
-	}, b.pusher, nil, b.store, nil, nil)
+	}
+}
+
+// client returns a real uniqueevents.Client over the bundle's pusher and
+// store.
+func (b *testBundle) client(t *testing.T, enabled bool) *uniqueevents.Client {
+	t.Helper()
+	c, err := uniqueevents.New(eventsConfig(enabled), b.pusher, nil, b.store, nil, nil)
 	require.NoError(t, err)
 	return c
+}
+
+// clientNeverLookingUp returns a real uniqueevents.Client whose seen
+// cache and store fail the test if asked.
+func (b *testBundle) clientNeverLookingUp(t *testing.T) *uniqueevents.Client {
+	t.Helper()
+	c, err := uniqueevents.New(eventsConfig(true), b.pusher, mustNotLookUp{t}, mustNotLookUp{t}, nil, nil)
+	require.NoError(t, err)
+	return c
+}
+
+// mustNotLookUp is a seen cache and a store that fail the test if asked.
+type mustNotLookUp struct{ t *testing.T }
+
+func (m mustNotLookUp) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
+	m.t.Errorf("seen cache asked for %v", pairs)
+	return make([]bool, len(pairs)), nil
+}
+
+func (m mustNotLookUp) Mark(_ context.Context, pairs []uum.Pair) error {
+	m.t.Errorf("seen cache marked %v", pairs)
+	return nil
+}
+
+func (m mustNotLookUp) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
+	m.t.Errorf("store asked for %v", p)
+	return false, nil
 }
 
 func (b *testBundle) handler(events api.EventLogger) http.Handler {
@@ -385,45 +418,50 @@ func TestPostEvents(t *testing.T) {
 func TestPostEventsInvalid(t *testing.T) {
 	t.Parallel()
 
+	// message is what the 400's message must contain: the offending value
+	// wherever there is one.
 	user := `"user_id":"` + userID + `"`
 	tests := []struct {
-		name  string
-		body  string
-		field string
+		name    string
+		body    string
+		field   string
+		message string
 	}{
-		{"MalformedJSON", `{"user_id":`, "body"},
-		{"EmptyBody", ``, "body"},
-		{"TrailingGarbage", `{` + user + `,"event_names":["a"]} x`, "body"},
-		{"TwoObjects", `{` + user + `,"event_names":["a"]}{}`, "body"},
-		{"BodyIsArray", `[{` + user + `,"event_names":["a"]}]`, "body"},
-		{"BodyIsString", `"hello"`, "body"},
-		{"BodyIsNull", `null`, "body"},
-		{"MissingUserID", `{"event_names":["a"]}`, "user_id"},
-		{"NullUserID", `{"user_id":null,"event_names":["a"]}`, "user_id"},
-		{"NumericUserID", `{"user_id":123,"event_names":["a"]}`, "user_id"},
-		{"EmptyUserID", `{"user_id":"","event_names":["a"]}`, "user_id"},
-		{"BadUserID", `{"user_id":"not-a-uuid","event_names":["a"]}`, "user_id"},
-		{"MissingEventNames", `{` + user + `}`, "event_names"},
-		{"NullEventNames", `{` + user + `,"event_names":null}`, "event_names"},
-		{"EmptyEventNames", `{` + user + `,"event_names":[]}`, "event_names"},
-		{"EventNamesNotArray", `{` + user + `,"event_names":"a"}`, "event_names"},
-		{"EventNameNotString", `{` + user + `,"event_names":["a",1]}`, "event_names[1]"},
-		{"EventNameNull", `{` + user + `,"event_names":["a",null]}`, "event_names[1]"},
-		{"EventNameEmpty", `{` + user + `,"event_names":["a",""]}`, "event_names[1]"},
-		{"UserFacilitiesNotArray", `{` + user + `,"event_names":["a"],"user_facility_ids":"757"}`, "user_facility_ids"},
-		{"UserFacilityFloat", `{` + user + `,"event_names":["a"],"user_facility_ids":[7.57]}`, "user_facility_ids[0]"},
-		{"UserFacilityBool", `{` + user + `,"event_names":["a"],"user_facility_ids":["757",true]}`, "user_facility_ids[1]"},
-		{"UserFacilityNegative", `{` + user + `,"event_names":["a"],"user_facility_ids":[-1]}`, "user_facility_ids[0]"},
-		{"EventFacilitiesNotArray", `{` + user + `,"event_names":["a"],"event_facility_ids":{}}`, "event_facility_ids"},
-		{"EventFacilityExponent", `{` + user + `,"event_names":["a"],"event_facility_ids":["757",1e3]}`, "event_facility_ids[1]"},
-		{"EventFacilityObject", `{` + user + `,"event_names":["a"],"event_facility_ids":[{}]}`, "event_facility_ids[0]"},
+		{"MalformedJSON", `{"user_id":`, "body", "must be valid JSON: unexpected end of JSON input"},
+		{"EmptyBody", ``, "body", "must be valid JSON"},
+		{"TrailingGarbage", `{` + user + `,"event_names":["a"]} x`, "body", "invalid character 'x'"},
+		{"TwoObjects", `{` + user + `,"event_names":["a"]}{}`, "body", "invalid character '{'"},
+		{"BodyIsArray", `[{` + user + `,"event_names":["a"]}]`, "body", `must be a JSON object, got [{` + user},
+		{"BodyIsString", `"hello"`, "body", `must be a JSON object, got "hello"`},
+		{"BodyIsNull", `null`, "body", `must be a JSON object, got null`},
+		{"MissingUserID", `{"event_names":["a"]}`, "user_id", "is required"},
+		{"NullUserID", `{"user_id":null,"event_names":["a"]}`, "user_id", "is required"},
+		{"NumericUserID", `{"user_id":123,"event_names":["a"]}`, "user_id", "must be a string, got 123"},
+		{"EmptyUserID", `{"user_id":"","event_names":["a"]}`, "user_id", "must not be empty"},
+		{"BadUserID", `{"user_id":"not-a-uuid","event_names":["a"]}`, "user_id", `must be a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx): "not-a-uuid"`},
+		{"NonHexUserID", `{"user_id":"` + userID[:35] + `g","event_names":["a"]}`, "user_id", `: "` + userID[:35] + `g"`},
+		{"MissingEventNames", `{` + user + `}`, "event_names", "is required"},
+		{"NullEventNames", `{` + user + `,"event_names":null}`, "event_names", "is required"},
+		{"EmptyEventNames", `{` + user + `,"event_names":[]}`, "event_names", "must contain at least one event name"},
+		{"EventNamesNotArray", `{` + user + `,"event_names":"a"}`, "event_names", `must be an array, got "a"`},
+		{"EventNameNotString", `{` + user + `,"event_names":["a",1]}`, "event_names[1]", "must be a string, got 1"},
+		{"EventNameNull", `{` + user + `,"event_names":["a",null]}`, "event_names[1]", "is required"},
+		{"EventNameEmpty", `{` + user + `,"event_names":["a",""]}`, "event_names[1]", "must not be empty"},
+		{"UserFacilitiesNotArray", `{` + user + `,"event_names":["a"],"user_facility_ids":"757"}`, "user_facility_ids", `must be an array, got "757"`},
+		{"UserFacilityFloat", `{` + user + `,"event_names":["a"],"user_facility_ids":[7.57]}`, "user_facility_ids[0]", "got 7.57"},
+		{"UserFacilityBool", `{` + user + `,"event_names":["a"],"user_facility_ids":["757",true]}`, "user_facility_ids[1]", "got true"},
+		{"UserFacilityNegative", `{` + user + `,"event_names":["a"],"user_facility_ids":[-1]}`, "user_facility_ids[0]", "must be a string or a non-negative integer, got -1"},
+		{"EventFacilitiesNotArray", `{` + user + `,"event_names":["a"],"event_facility_ids":{}}`, "event_facility_ids", "must be an array, got {}"},
+		{"EventFacilityExponent", `{` + user + `,"event_names":["a"],"event_facility_ids":["757",1e3]}`, "event_facility_ids[1]", "got 1e3"},
+		{"EventFacilityObject", `{` + user + `,"event_names":["a"],"event_facility_ids":[ {} ]}`, "event_facility_ids[0]", "got {}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, tt.body)
-			requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			require.Contains(t, got.Error.Message, tt.message)
 			require.Empty(t, b.events.recorded())
 		})
 	}
@@ -432,15 +470,17 @@ func TestPostEventsInvalid(t *testing.T) {
 func TestPostEventsInvalidNames(t *testing.T) {
 	t.Parallel()
 
+	tooLong := strings.Repeat("a", uum.MaxNameLen+1)
 	tests := []struct {
-		name   string
-		names  string
-		field  string
-		reason string
+		name    string
+		names   string
+		field   string
+		message string
 	}{
-		{"UnknownName", `["mhv_login","mhv_unknown"]`, "event_names[1]", "unknown event name"},
-		{"TooLongName", `["` + strings.Repeat("a", uum.MaxNameLen+1) + `","mhv_login"]`, "event_names[0]", "at most 50 characters"},
-		{"BadSyntax", `["mhv_login","MHV Login"]`, "event_names[1]", "unknown event name"},
+		{"UnknownName", `["mhv_login","mhv_unknown"]`, "event_names[1]", `unknown event name: "mhv_unknown"`},
+		{"TooLongName", `["` + tooLong + `","mhv_login"]`, "event_names[0]", `must be at most 50 characters, got 51: "` + tooLong + `"`},
+		{"BadSyntax", `["mhv_login","MHV Login"]`, "event_names[1]", `unknown event name: "MHV Login"`},
+		{"ControlCharactersEscaped", `["mhv_login\u0000\n"]`, "event_names[0]", `unknown event name: "mhv_login\x00\n"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -449,10 +489,32 @@ func TestPostEventsInvalidNames(t *testing.T) {
 			body := `{"user_id":"` + userID + `","event_names":` + tt.names + `,"user_facility_ids":["757"]}`
 			rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
 			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
-			require.Contains(t, got.Error.Message, tt.reason)
+			require.Equal(t, tt.message, got.Error.Message)
 			require.Empty(t, b.pusher.pushed())
 		})
 	}
+
+	t.Run("LongValueIsCut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// 2-byte runes after one ASCII byte: byte 100 falls inside a rune.
+		name := "a" + strings.Repeat("é", 5000)
+		body := `{"user_id":"` + userID + `","event_names":["` + name + `"]}`
+		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_names[0]")
+		want := `must be at most 50 characters, got 10001: "a` + strings.Repeat("é", 49) + `"... (10001 bytes in all)`
+		require.Equal(t, want, got.Error.Message)
+	})
+
+	t.Run("MarkupIsEscaped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := `{"user_id":"` + userID + `","event_names":["<script>alert(1)</script>"]}`
+		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_names[0]")
+		require.Equal(t, `unknown event name: "<script>alert(1)</script>"`, got.Error.Message)
+		require.NotContains(t, rec.Body.String(), "<script>", "HTML-escaped in the JSON")
+	})
 }
 
 func TestAuth(t *testing.T) {
@@ -576,14 +638,37 @@ func TestGetEventLogged(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		rec := call(b.real, http.MethodGet, "/v1/events/not-a-uuid/mhv_login", readToken, "")
-		requireError(t, rec, http.StatusBadRequest, "invalid_request", "user_id")
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "user_id")
+		require.Contains(t, got.Error.Message, `"not-a-uuid"`)
 	})
 
 	t.Run("InvalidEventName", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/MHV%20Login", readToken, "")
-		requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+		require.Contains(t, got.Error.Message, `"MHV Login"`)
+	})
+
+	// A name that could never be logged is not looked up: the lookup
+	// would otherwise register it in the store's name dictionary.
+	t.Run("NameOutsideAllowListIsNotLookedUp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		h := b.handler(b.clientNeverLookingUp(t))
+		rec := call(h, http.MethodGet, "/v1/events/"+userID+"/mhv_unknown", readToken, "")
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+		require.Equal(t, `unknown event name: "mhv_unknown"`, got.Error.Message)
+	})
+
+	t.Run("FacilityVariantOfListedNameIsLookedUp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.logged[uum.Pair{UserID: uum.MustParseUUID(userID), Name: "mhv_rx_accessed_oh_site_757"}] = true
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_rx_accessed_oh_site_757", readToken, "")
+		var body loggedBody
+		requireJSON(t, rec, http.StatusOK, &body)
+		require.True(t, body.Logged)
 	})
 
 	t.Run("StoreUnavailable", func(t *testing.T) {

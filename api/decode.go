@@ -39,12 +39,12 @@ func decodeIngest(body []byte) (ingestRequest, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			return ingestRequest{}, invalid("body", "must be a JSON object")
+			return ingestRequest{}, invalid("body", "must be a JSON object"+got(body))
 		}
 		return ingestRequest{}, invalid("body", "must be valid JSON: "+err.Error())
 	}
 	if fields == nil {
-		return ingestRequest{}, invalid("body", "must be a JSON object")
+		return ingestRequest{}, invalid("body", "must be a JSON object"+got(body))
 	}
 	var q ingestRequest
 	var err error
@@ -113,7 +113,7 @@ func decodeFacilityIDs(field string, raw json.RawMessage) ([]string, error) {
 		case len(e) > 0 && e[0] == '"':
 			ids[i], err = decodeString(f, e)
 		default:
-			err = invalid(f, "must be a string or a non-negative integer")
+			err = invalid(f, "must be a string or a non-negative integer"+got(e))
 		}
 		if err != nil {
 			return nil, err
@@ -130,7 +130,7 @@ func decodeArray(field string, raw json.RawMessage) ([]json.RawMessage, error) {
 	}
 	elems := []json.RawMessage{}
 	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, invalid(field, "must be an array")
+		return nil, invalid(field, "must be an array"+got(raw))
 	}
 	return elems, nil
 }
@@ -142,7 +142,7 @@ func decodeString(field string, raw json.RawMessage) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", invalid(field, "must be a string")
+		return "", invalid(field, "must be a string"+got(raw))
 	}
 	if s == "" {
 		return "", invalid(field, "must not be empty")
@@ -171,4 +171,12 @@ func isInteger(raw json.RawMessage) bool {
 
 func invalid(field, reason string) error {
 	return &uum.ValidationError{Field: field, Reason: reason}
+}
+
+// got names a JSON value of the wrong type in a reason: ", got 42". The
+// raw JSON shows its type, a string in quotes, which a quoted Go string
+// could not.
+func got(raw []byte) string {
+	short, cut := shorten(string(bytes.TrimSpace(raw)))
+	return ", got " + short + cut
 }

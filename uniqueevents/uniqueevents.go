@@ -21,7 +21,8 @@ import (
 	"github.com/uumhq/uum/config"
 )
 
-// MetricLogDuration is the statsd timing of each LogEvents call, in ms.
+// MetricLogDuration is the statsd timing of each LogEvents call that
+// reached the Redis push, in ms, tagged "outcome:ok" or "outcome:error".
 const MetricLogDuration = "uum.unique_user_metrics.log_events.duration"
 
 // ErrNoDefault is returned by the package-level functions before SetDefault.
@@ -148,13 +149,34 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := c.buf.Push(ctx, entries); err != nil {
+	// Timed from here on, failures included: a slow or dead Redis is what
+	// the timing must show. Calls rejected before the push (bad input,
+	// logging disabled) never reach Redis and are not timed.
+	err = c.buf.Push(ctx, entries)
+	c.timeLog(start, err)
+	if err != nil {
 		return nil, fmt.Errorf("log events: %w", err)
 	}
-	if c.stats != nil {
-		_ = c.stats.Timing(MetricLogDuration, time.Since(start), nil, 1) // statsd is best-effort UDP
-	}
 	return expanded, nil
+}
+
+// Tags of MetricLogDuration; shared, as the statsd client only reads them.
+var (
+	tagsOK    = []string{"outcome:ok"}
+	tagsError = []string{"outcome:error"}
+)
+
+// timeLog sends the duration of a LogEvents call that reached the push,
+// tagged with whether the push succeeded.
+func (c *Client) timeLog(start time.Time, err error) {
+	if c.stats == nil {
+		return
+	}
+	tags := tagsOK
+	if err != nil {
+		tags = tagsError
+	}
+	_ = c.stats.Timing(MetricLogDuration, time.Since(start), tags, 1) // statsd is best-effort UDP
 }
 
 // expand validates the call and returns the user id and the names to
@@ -252,7 +274,9 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if err := uum.ValidateName("event_name", name); err != nil {
+	// A name LogEvents would refuse was never logged; rejecting it here
+	// also keeps arbitrary names away from the cache and the store.
+	if err := c.loggable("event_name", name); err != nil {
 		return false, err
 	}
 	if c.db == nil {
@@ -278,6 +302,41 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 		}
 	}
 	return ok, nil
+}
+
+// loggable returns nil if LogEvents could ever buffer name: a name the
+// policy accepts, or a facility variant of one. Otherwise it returns a
+// *uum.ValidationError for field naming name.
+func (c *Client) loggable(field, name string) error {
+	err := c.policy.Check(field, name)
+	if err == nil || !c.policy.Restricted() {
+		// Without an allow-list, variants follow the same syntax rule.
+		return err
+	}
+	if uum.ValidateName(field, name) == nil && c.isVariant(name) {
+		return nil
+	}
+	return err
+}
+
+// isVariant reports whether name is "<base>_oh_<id>" (explicit mode, any
+// allowed base) or "<base>_oh_site_<id>" (user mode, a tracked base), for
+// a tracked facility id. Tracked ids are three digits, so the last "_oh_"
+// starts the suffix.
+func (c *Client) isVariant(name string) bool {
+	i := strings.LastIndex(name, "_oh_")
+	if i < 0 {
+		return false
+	}
+	base, id := name[:i], name[i+len("_oh_"):]
+	id, site := strings.CutPrefix(id, "site_")
+	if _, ok := c.tracked[id]; !ok {
+		return false
+	}
+	if _, ok := c.trackedEvts[base]; site && !ok {
+		return false
+	}
+	return c.policy.Check("", base) == nil
 }
 
 var defaultClient atomic.Pointer[Client]

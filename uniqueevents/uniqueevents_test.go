@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/loadgen"
 	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -300,37 +301,26 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 
 	t.Run("SendsTimingToStatsd", func(t *testing.T) {
 		t.Parallel()
-		stats, packets := statsdListener(t)
-		b := setup(t, options{stats: stats})
+		stats := statsdtest.New(t)
+		b := setup(t, options{stats: stats.Client})
 
 		_, err := b.client.LogEvents(ctx, user, []string{"login"})
 		require.NoError(t, err)
-		require.NoError(t, stats.Flush())
-		packet := packets(t)
-		require.Contains(t, packet, uniqueevents.MetricLogDuration+":")
-		require.Contains(t, packet, "|ms")
+		got := statsdtest.Find(stats.Metrics(t), uniqueevents.MetricLogDuration)
+		require.Len(t, got, 1)
+		require.Equal(t, "ms", got[0].Type)
+		require.Equal(t, []string{"outcome:ok"}, got[0].Tags)
 	})
-}
 
-// statsdListener returns a statsd client sending to a UDP socket, and a
-// function returning the next packet the socket receives.
-func statsdListener(t *testing.T) (*statsd.Client, func(t *testing.T) string) {
-	t.Helper()
-	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	stats, err := statsd.New(conn.LocalAddr().String(),
-		statsd.WithoutTelemetry(), statsd.WithoutClientSideAggregation(), statsd.WithoutOriginDetection())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = stats.Close() })
-	return stats, func(t *testing.T) string {
-		t.Helper()
-		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
-		buf := make([]byte, 64<<10)
-		n, _, err := conn.ReadFrom(buf)
-		require.NoError(t, err)
-		return string(buf[:n])
-	}
+	t.Run("RejectedCallsAreNotTimed", func(t *testing.T) {
+		t.Parallel()
+		stats := statsdtest.New(t)
+		b := setup(t, options{stats: stats.Client})
+
+		_, err := b.client.LogEvents(ctx, user, []string{"Not Valid"})
+		requireValidationError(t, err, "event_names[0]")
+		require.Empty(t, statsdtest.Find(stats.Metrics(t), uniqueevents.MetricLogDuration))
+	})
 }
 
 func TestLogEventsRedisFailure(t *testing.T) {
@@ -339,17 +329,21 @@ func TestLogEventsRedisFailure(t *testing.T) {
 	ctx := context.Background()
 	user := uniqueevents.User{ID: userID}
 
-	// setup returns a client with the default 50ms push timeout over a
-	// client to addr.
-	setup := func(t *testing.T, addr string) (*uniqueevents.Client, *redis.Client) {
+	// setupStats returns a client with the default 50ms push timeout over
+	// a client to addr, sending timings to stats.
+	setupStats := func(t *testing.T, addr string, stats statsd.ClientInterface) (*uniqueevents.Client, *redis.Client) {
 		t.Helper()
 		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
 		cfg := testConfig()
 		cfg.PushTimeout = 50 * time.Millisecond
-		client, err := uniqueevents.New(cfg, buffer.New(rdb, "test:", 0), nil, nil, nil, nil)
+		client, err := uniqueevents.New(cfg, buffer.New(rdb, "test:", 0), nil, nil, stats, nil)
 		require.NoError(t, err)
 		return client, rdb
+	}
+	setup := func(t *testing.T, addr string) (*uniqueevents.Client, *redis.Client) {
+		t.Helper()
+		return setupStats(t, addr, nil)
 	}
 
 	// requirePromptError asserts that the call fails well before go-redis'
@@ -390,6 +384,19 @@ func TestLogEventsRedisFailure(t *testing.T) {
 		require.NoError(t, rdb.Close())
 		err := requirePromptError(t, client)
 		require.ErrorIs(t, err, redis.ErrClosed)
+	})
+
+	// A dead Redis is exactly when the timing matters.
+	t.Run("FailureIsTimedAsError", func(t *testing.T) {
+		t.Parallel()
+		stats := statsdtest.New(t)
+		client, _ := setupStats(t, silentServer(t), stats.Client)
+		requirePromptError(t, client)
+
+		got := statsdtest.Find(stats.Metrics(t), uniqueevents.MetricLogDuration)
+		require.Len(t, got, 1)
+		require.Equal(t, []string{"outcome:error"}, got[0].Tags)
+		require.GreaterOrEqual(t, got[0].Value, 50.0, "timed through the push timeout")
 	})
 
 	t.Run("CallerContextCanceled", func(t *testing.T) {
@@ -597,6 +604,19 @@ func TestEventLogged(t *testing.T) {
 		require.Empty(t, b.store.asked)
 	})
 
+	t.Run("NameOutsideAllowListNeverLooksUp", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.Names = []string{"login", "search"}
+		client, err := uniqueevents.New(cfg, nil, mustNotLookUp{t}, mustNotLookUp{t}, nil, nil)
+		require.NoError(t, err)
+
+		_, err = client.EventLogged(ctx, userID, "signup")
+		verr := requireValidationError(t, err, "event_name")
+		require.Equal(t, "signup", verr.Value)
+		require.Equal(t, "unknown event name", verr.Reason)
+	})
+
 	t.Run("WithoutStoreIsError", func(t *testing.T) {
 		t.Parallel()
 		client, err := uniqueevents.New(testConfig(), nil, nil, nil, nil, nil)
@@ -605,6 +625,76 @@ func TestEventLogged(t *testing.T) {
 		_, err = client.EventLogged(ctx, userID, "login")
 		require.Error(t, err)
 	})
+}
+
+// mustNotLookUp is a seen cache and a store that fail the test if asked.
+type mustNotLookUp struct{ t *testing.T }
+
+func (m mustNotLookUp) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
+	m.t.Errorf("seen cache asked for %v", pairs)
+	return make([]bool, len(pairs)), nil
+}
+
+func (m mustNotLookUp) Mark(_ context.Context, pairs []uum.Pair) error {
+	m.t.Errorf("seen cache marked %v", pairs)
+	return nil
+}
+
+func (m mustNotLookUp) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
+	m.t.Errorf("store asked for %v", p)
+	return false, nil
+}
+
+// TestEventLoggedNamePolicy checks that EventLogged accepts exactly the
+// names LogEvents could buffer, and looks up none of the others.
+func TestEventLoggedNamePolicy(t *testing.T) {
+	t.Parallel()
+
+	long := strings.Repeat("a", uum.MaxNameLen-len("_oh_757")+1) // its variants are too long
+	tests := []struct {
+		name    string
+		allowed []string
+		in      string
+		ok      bool
+	}{
+		{name: "Listed", allowed: []string{"login", "search"}, in: "search", ok: true},
+		{name: "Unlisted", allowed: []string{"login", "search"}, in: "signup"},
+		{name: "UnlistedInvalid", allowed: []string{"login"}, in: "Login"},
+		{name: "UserModeVariantOfTrackedEvent", allowed: []string{"login", "search"}, in: "login_oh_site_757", ok: true},
+		{name: "UserModeVariantOfUntrackedEvent", allowed: []string{"login", "search"}, in: "search_oh_site_757"},
+		{name: "ExplicitModeVariantOfAnyListedEvent", allowed: []string{"login", "search"}, in: "search_oh_668", ok: true},
+		{name: "VariantOfUntrackedFacility", allowed: []string{"login", "search"}, in: "login_oh_site_999"},
+		{name: "ExplicitVariantOfUntrackedFacility", allowed: []string{"login", "search"}, in: "search_oh_999"},
+		{name: "VariantOfUnlistedEvent", allowed: []string{"login", "search"}, in: "signup_oh_757"},
+		{name: "VariantWithoutBase", allowed: []string{"login"}, in: "_oh_757"},
+		{name: "VariantWithoutFacility", allowed: []string{"login"}, in: "login_oh_"},
+		{name: "VariantTooLong", allowed: []string{long}, in: long + "_oh_757"},
+		{name: "NoAllowListValidName", in: "anything_oh_999", ok: true},
+		{name: "NoAllowListInvalidName", in: "Login"},
+		{name: "NoAllowListTooLong", in: strings.Repeat("a", uum.MaxNameLen+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Names = tt.allowed
+			cache, store := &fakeCache{}, &fakeStore{logged: true}
+			client, err := uniqueevents.New(cfg, nil, cache, store, nil, nil)
+			require.NoError(t, err)
+
+			logged, err := client.EventLogged(context.Background(), userID, tt.in)
+			if !tt.ok {
+				verr := requireValidationError(t, err, "event_name")
+				require.Equal(t, tt.in, verr.Value)
+				require.Zero(t, cache.seen)
+				require.Empty(t, store.asked)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, logged)
+			require.Len(t, store.asked, 1)
+		})
+	}
 }
 
 func TestNew(t *testing.T) {
