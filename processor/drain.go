@@ -111,13 +111,21 @@ func step(name string, err error) error {
 
 // Drain runs one drain cycle. It returns a skipped summary if another
 // drainer holds the lease. On error the failed batch stays in the buffer
-// and a re-run counts it exactly once.
+// and a re-run counts it exactly once. Cancelling ctx is a shutdown, not a
+// failure: the batch being committed is finished and trimmed, the rest
+// waits for the next run, and Drain returns what it did with a nil error.
+// A deadline on ctx (a task timeout) is a failure.
 func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 	start := time.Now()
+	parent := ctx
 	lease, err := d.buf.Acquire(ctx, d.cfg.LeaseTTL)
 	if errors.Is(err, uum.ErrLeaseHeld) {
 		d.logger.InfoContext(ctx, "drain skipped: lease held by another drainer")
 		return Summary{Skipped: true}, nil
+	}
+	if shuttingDown(parent, err) {
+		d.logger.InfoContext(ctx, "drain stopped: shutting down", "iterations", 0, "total_events_processed", 0)
+		return Summary{}, nil
 	}
 	if err != nil {
 		return Summary{}, d.fail(ctx, Summary{}, step("lease", err))
@@ -133,10 +141,15 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 	}()
 
 	sum, err := d.run(ctx, lease)
-	if errors.Is(context.Cause(ctx), uum.ErrFenceLost) || errors.Is(err, uum.ErrFenceLost) {
+	switch {
+	case errors.Is(context.Cause(ctx), uum.ErrFenceLost) || errors.Is(err, uum.ErrFenceLost):
 		// Another drainer owns the buffer now; what we committed is
 		// idempotent and it will trim it.
 		d.logger.WarnContext(ctx, "drain stopped: lease lost", "iterations", sum.Iterations)
+		err = nil
+	case shuttingDown(parent, err):
+		d.logger.InfoContext(ctx, "drain stopped: shutting down",
+			"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
 		err = nil
 	}
 	sum.DurationMS = time.Since(start).Milliseconds()
@@ -144,9 +157,18 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 		return sum, d.fail(ctx, sum, err)
 	}
 	if sum.Iterations > 0 {
-		d.report(ctx, &sum)
+		// Bounded on its own: on a shutdown ctx is already cancelled.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		d.report(rctx, &sum)
 	}
 	return sum, nil
+}
+
+// shuttingDown reports whether err ends the run because the caller
+// cancelled ctx. A deadline is not a shutdown.
+func shuttingDown(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
 }
 
 // keepLease renews the lease at a third of its TTL until stopped. If the

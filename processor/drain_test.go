@@ -520,7 +520,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 			}
 		}
 		_, err := b.drainer().Drain(ctx)
-		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, err, "a shutdown is not a failure")
 		rows := len(b.rows(t))
 		require.Len(t, b.pending(t), 12-rows, "exactly the committed entries are trimmed")
 
@@ -528,5 +528,60 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b.drain(t)
 		require.Equal(t, map[string]int64{"a": 12}, b.totals(t))
 		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("CancelAfterCommitTrimsThatBatchAndStops", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 5
+		b.pushEvents(t, pairs(users(12), "a")...)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		db := &afterCommitStore{next: b.store, after: func(_ context.Context, n int32) {
+			if n == 1 {
+				cancel() // a shutdown arrives while the first commit's reply is on the wire
+			}
+		}}
+		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+
+		sum, err := processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger).Drain(ctx)
+		require.NoError(t, err, "a shutdown is not a failure")
+		require.Equal(t, 1, sum.Iterations)
+		require.Equal(t, 5, sum.EventsProcessed)
+		require.Equal(t, int32(1), db.calls.Load(), "nothing after the batch in flight is committed")
+		require.Len(t, b.rows(t), 5)
+		require.Len(t, b.pending(t), 7, "the committed batch is trimmed")
+		ms := b.stats.Metrics(t)
+		require.Equal(t, 5.0, statsdtest.Sum(ms, processor.MetricEvent))
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricIterations), "the run is reported")
+		require.Empty(t, statsdtest.Find(ms, processor.MetricFailure))
+		require.Contains(t, b.logs.String(), "drain stopped: shutting down")
+
+		b.drain(t)
+		require.Equal(t, map[string]int64{"a": 12}, b.totals(t))
+		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("DeadlineDuringCommitIsAFailure", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 5
+		b.pushEvents(t, pairs(users(12), "a")...)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		db := &afterCommitStore{next: b.store, after: func(ctx context.Context, n int32) {
+			if n == 1 {
+				<-ctx.Done() // the task times out while the first commit's reply is on the wire
+			}
+		}}
+		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+
+		_, err := processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger).Drain(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, int32(1), db.calls.Load())
+		require.Len(t, b.pending(t), 7, "the committed batch is still trimmed")
+		ms := b.stats.Metrics(t)
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "error_class:canceled"))
+		require.NotContains(t, b.logs.String(), "shutting down")
 	})
 }

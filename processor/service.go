@@ -23,11 +23,14 @@ const Queue = "uum"
 // Service runs the periodic drain: an asynq scheduler enqueues a drain task
 // every DrainInterval and an asynq server runs it, retrying failures.
 type Service struct {
-	srv      *asynq.Server
-	sched    *asynq.Scheduler
-	drainer  *Drainer
-	cfg      config.Processor
-	logger   *slog.Logger
+	srv     *asynq.Server
+	sched   *asynq.Scheduler
+	drainer *Drainer
+	cfg     config.Processor
+	logger  *slog.Logger
+	// stopping is cancelled by Stop; it cancels the running drain.
+	stopping context.Context
+	cancel   context.CancelFunc
 	stopOnce sync.Once
 }
 
@@ -41,8 +44,9 @@ func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, l
 		Queues:      map[string]int{Queue: 1},
 		Logger:      alog,
 		LogLevel:    asynq.WarnLevel,
-		// Long enough to finish the batch in flight; the drain checks for
-		// cancellation between batches and trims only what committed.
+		// Long enough to finish the batch in flight: Stop cancels the
+		// drain, which stops after the batch it is committing and trims
+		// only what committed.
 		ShutdownTimeout: 30 * time.Second,
 		IsFailure: func(err error) bool {
 			return !errors.Is(err, context.Canceled)
@@ -60,7 +64,8 @@ func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, l
 			}
 		},
 	})
-	return &Service{srv: srv, sched: sched, drainer: d, cfg: cfg, logger: logger}
+	stopping, cancel := context.WithCancel(context.Background())
+	return &Service{srv: srv, sched: sched, drainer: d, cfg: cfg, logger: logger, stopping: stopping, cancel: cancel}
 }
 
 // ProcessTask runs one drain; asynq retries it when it returns an error.
@@ -73,7 +78,7 @@ func (d *Drainer) ProcessTask(ctx context.Context, _ *asynq.Task) error {
 // both run; Stop shuts them down.
 func (s *Service) Start() error {
 	mux := asynq.NewServeMux()
-	mux.Handle(TaskDrain, s.drainer)
+	mux.HandleFunc(TaskDrain, s.process)
 	if err := s.srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
@@ -91,11 +96,26 @@ func (s *Service) Start() error {
 	return nil
 }
 
-// Stop stops enqueueing, then lets the running drain finish its batch
-// before returning. It is safe to call more than once.
+// process runs one drain that Stop can cancel. The cancellation stays out
+// of asynq's task context (so no Config.BaseContext): asynq treats a done
+// task context as a failed task and stops waiting for the handler, so
+// Shutdown would return while the drain still commits, and the task would
+// be retried or, out of retries, archived.
+func (s *Service) process(ctx context.Context, t *asynq.Task) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
+	return s.drainer.ProcessTask(ctx, t)
+}
+
+// Stop stops enqueueing and dequeueing drain runs, cancels the running
+// drain, which stops after the batch it is committing, and waits for it,
+// at most the shutdown timeout. It is safe to call more than once.
 func (s *Service) Stop() {
 	s.stopOnce.Do(func() {
 		s.sched.Shutdown()
+		s.srv.Stop()
+		s.cancel()
 		s.srv.Shutdown()
 	})
 }

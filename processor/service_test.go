@@ -1,7 +1,10 @@
 package processor_test
 
 import (
+	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,8 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/store"
 )
 
 // TestServiceRecoversFromAFailedDrain runs the asynq service on its own
@@ -44,4 +50,110 @@ func TestServiceRecoversFromAFailedDrain(t *testing.T) {
 	require.GreaterOrEqual(t, b.db.calls.Load(), int32(2), "the failed drain was retried")
 	require.Contains(t, b.logs.String(), "error_class=commit")
 	require.Equal(t, map[string]int64{"a": 5}, b.totals(t))
+}
+
+// TestServiceStopFinishesTheBatchInFlight stops the service while a drain
+// commits its first of three batches: Stop cancels the drain, which
+// finishes that batch (mark, statsd, trim), starts no other, and returns
+// without counting a failure; Stop returns well within the shutdown
+// timeout.
+func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	opt := redistest.ExclusiveDB(t)
+	b := setup(t, func(tb testing.TB) (*redis.Client, string) {
+		rdb := redis.NewClient(opt)
+		tb.Cleanup(func() { _ = rdb.Close() })
+		return rdb, redistest.Prefix(tb)
+	})
+	b.cfg.DrainInterval = time.Second
+	b.cfg.BatchSize = 10
+	const total = 30
+	b.pushEvents(t, pairs(users(total), "a")...)
+
+	started := make(chan context.Context, 1)
+	release := make(chan struct{})
+	releaseCommit := sync.OnceFunc(func() { close(release) })
+	db := &afterCommitStore{next: b.store, after: func(ctx context.Context, n int32) {
+		if n == 1 {
+			started <- ctx
+			<-release
+		}
+	}}
+	redisOpt := asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}
+	logger := slog.New(slog.NewTextHandler(b.logs, nil))
+	svc := processor.NewService(redisOpt, b.cfg, processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger), logger)
+	require.NoError(t, svc.Start())
+	t.Cleanup(svc.Stop)
+	t.Cleanup(releaseCommit) // runs first: a failed test must not leave Stop waiting
+
+	var commitCtx context.Context
+	select {
+	case commitCtx = <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no drain reached its first commit")
+	}
+	stopped := make(chan time.Duration, 1)
+	go func() {
+		begin := time.Now()
+		svc.Stop()
+		stopped <- time.Since(begin)
+	}()
+	select {
+	case <-commitCtx.Done():
+	case <-time.After(10 * time.Second):
+		t.Error("Stop did not cancel the running drain")
+	}
+	releaseCommit() // the first commit's reply arrives after the cancellation
+	select {
+	case took := <-stopped:
+		require.Less(t, took, 10*time.Second, "Stop returns well within the 30s shutdown timeout")
+	case <-time.After(60 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+
+	require.Equal(t, int32(1), db.calls.Load(), "no batch after the one in flight is committed")
+	rows := b.rows(t)
+	require.Len(t, rows, 10, "the batch in flight is committed")
+	depth, err := b.buf.Len(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(total-10), depth, "the committed batch is trimmed, the rest is left")
+	committed := make([]uum.Pair, 0, len(rows))
+	for p := range rows {
+		committed = append(committed, p)
+	}
+	hits, err := b.seen.Seen(ctx, committed)
+	require.NoError(t, err)
+	require.NotContains(t, hits, false, "the committed pairs are marked in the cache")
+
+	ms := b.stats.Metrics(t)
+	require.Equal(t, 10.0, statsdtest.Sum(ms, processor.MetricEvent), "the committed batch is counted")
+	require.Empty(t, statsdtest.Find(ms, processor.MetricFailure))
+	require.Contains(t, b.logs.String(), "drain stopped: shutting down")
+	require.NotContains(t, b.logs.String(), "drain failed")
+
+	insp := asynq.NewInspector(redisOpt)
+	defer func() { _ = insp.Close() }()
+	q, err := insp.GetQueueInfo(processor.Queue)
+	require.NoError(t, err)
+	require.Zero(t, q.Failed, "asynq does not count the stopped run as failed")
+	require.Zero(t, q.Retry, "nor schedule a retry")
+	require.Zero(t, q.Archived, "nor archive it")
+}
+
+// afterCommitStore wraps the real store to call after once commit n (from
+// 1) has committed and before it returns, with the commit's context.
+type afterCommitStore struct {
+	next  *store.Store
+	calls atomic.Int32
+	after func(ctx context.Context, n int32)
+}
+
+func (s *afterCommitStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
+	n := s.calls.Add(1)
+	res, err := s.next.CommitBatch(ctx, w)
+	if err == nil && s.after != nil {
+		s.after(ctx, n)
+	}
+	return res, err
 }

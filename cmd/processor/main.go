@@ -67,7 +67,15 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		if err != nil {
 			return err
 		}
-		return json.NewEncoder(stdout).Encode(sum)
+		if err := json.NewEncoder(stdout).Encode(sum); err != nil {
+			return err
+		}
+		// A signal stops the drain after the batch it is committing; the
+		// summary says what was done, the exit status that it was cut short.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("drain interrupted: %w", err)
+		}
+		return nil
 	}
 	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
 	if err != nil {
