@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -174,22 +173,21 @@ func TestRun(t *testing.T) {
 		require.ErrorContains(t, err, `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
 	})
 
-	t.Run("UnreachableRedisFailsStart", func(t *testing.T) {
+	t.Run("StartsWithoutRedisAndReportsIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.Env["UUM_REDIS_URL"] = "redis://127.0.0.1:1/0"
+		b.Env["UUM_REDIS_URL"] = "redis://127.0.0.1:1/0" // nothing listens on port 1
+		s := b.start(t)
 
-		done := make(chan error, 1)
-		go func() {
-			done <- run(t.Context(), b.Env.Lookup, b.logs, func(net.Addr) { t.Error("listened without redis") })
-		}()
-		select {
-		case err := <-done:
-			require.ErrorContains(t, err, "ping redis")
-			var cerr *config.Error
-			require.False(t, errors.As(err, &cerr), "main exits 1, not 2")
-		case <-time.After(runTimeout):
-			t.Fatal("run hung on an unreachable redis")
-		}
+		status, body := b.do(t, http.MethodGet, s.base+"/healthz", "", "")
+		require.Equal(t, http.StatusOK, status, body)
+		status, body = b.do(t, http.MethodGet, s.base+"/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, status, body)
+		require.Contains(t, body, "redis")
+		status, body = b.do(t, http.MethodPost, s.base+"/v1/events", ingestToken,
+			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed"]}`)
+		require.Equal(t, http.StatusServiceUnavailable, status, body)
+		require.Contains(t, body, `"error"`)
+		require.Contains(t, b.logs.String(), "redis unreachable at start")
 	})
 }

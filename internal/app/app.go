@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,9 +60,16 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
 	ropt.ContextTimeoutEnabled = true
+	redis.SetLogger(redisLogger{logger.With("component", "go-redis")})
 	a.Redis = redis.NewClient(ropt)
-	if err := a.Redis.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("ping redis: %w", err)
+	// Redis being down is a state to report, not a reason to refuse to
+	// start: the API answers 503 and /readyz says why, the drain fails and
+	// is retried, and both recover when Redis does. Postgres, above, is
+	// required: the migrations run there.
+	pctx, cancel := context.WithTimeout(ctx, redisPingTimeout)
+	defer cancel()
+	if err := a.Redis.Ping(pctx).Err(); err != nil {
+		logger.WarnContext(ctx, "redis unreachable at start", "error", err)
 	}
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
 	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store, seencache.WithBuckets(uint32(cfg.Cache.Buckets)))
@@ -71,6 +79,17 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	return a, nil
 }
+
+// redisLogger sends go-redis's internal messages (dial failures, pool
+// warnings) to the process's JSON log instead of plain lines on stderr.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
+}
+
+// redisPingTimeout bounds the start-up check of Redis.
+const redisPingTimeout = 2 * time.Second
 
 func openStatsd(cfg config.Statsd) (statsd.ClientInterface, error) {
 	if cfg.Addr == "" {
