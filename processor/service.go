@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,14 +18,24 @@ import (
 // TaskDrain is the asynq task type of a drain run.
 const TaskDrain = "uum:drain"
 
-// Queue is the asynq queue the drain task runs on.
-const Queue = "uum"
+// QueueName returns the asynq queue of the deployment whose Redis keys
+// start with prefix: "uum" for the default "uum:". asynq's own keys cannot
+// be prefixed, but they are per queue (asynq:{<queue>}:...), so deployments
+// with different prefixes sharing one Redis database keep their drain
+// tasks, retries and schedules apart.
+func QueueName(prefix string) string {
+	if q := strings.TrimRight(prefix, ":"); q != "" {
+		return q
+	}
+	return "uum"
+}
 
 // Service runs the periodic drain: an asynq scheduler enqueues a drain task
 // every DrainInterval and an asynq server runs it, retrying failures.
 type Service struct {
 	srv     *asynq.Server
 	sched   *asynq.Scheduler
+	queue   string
 	drainer *Drainer
 	cfg     config.Processor
 	logger  *slog.Logger
@@ -37,11 +48,11 @@ type Service struct {
 // NewService returns a service whose asynq state lives in the Redis of
 // redisOpt. asynq opens and closes its own connections: handing it a
 // shared client makes its shutdown log a spurious close error.
-func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
+func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
 	alog := asynqLogger{logger.With("component", "asynq")}
 	srv := asynq.NewServer(redisOpt, asynq.Config{
 		Concurrency: 1,
-		Queues:      map[string]int{Queue: 1},
+		Queues:      map[string]int{queue: 1},
 		Logger:      alog,
 		LogLevel:    asynq.WarnLevel,
 		// Long enough to finish the batch in flight: Stop cancels the
@@ -65,7 +76,7 @@ func NewService(redisOpt asynq.RedisConnOpt, cfg config.Processor, d *Drainer, l
 		},
 	})
 	stopping, cancel := context.WithCancel(context.Background())
-	return &Service{srv: srv, sched: sched, drainer: d, cfg: cfg, logger: logger, stopping: stopping, cancel: cancel}
+	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger, stopping: stopping, cancel: cancel}
 }
 
 // ProcessTask runs one drain; asynq retries it when it returns an error.
@@ -83,7 +94,7 @@ func (s *Service) Start() error {
 		return fmt.Errorf("start asynq server: %w", err)
 	}
 	_, err := s.sched.Register("@every "+s.cfg.DrainInterval.String(), asynq.NewTask(TaskDrain, nil),
-		asynq.Queue(Queue), asynq.MaxRetry(s.cfg.MaxRetry), asynq.Timeout(s.cfg.DrainInterval+time.Minute))
+		asynq.Queue(s.queue), asynq.MaxRetry(s.cfg.MaxRetry), asynq.Timeout(s.cfg.DrainInterval+time.Minute))
 	if err != nil {
 		s.srv.Shutdown()
 		return fmt.Errorf("register drain task: %w", err)

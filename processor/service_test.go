@@ -22,6 +22,14 @@ import (
 // TestServiceRecoversFromAFailedDrain runs the asynq service on its own
 // Redis database: the first drain fails at commit, a later one (asynq's
 // retry or the next scheduled run) counts every event exactly once.
+func TestQueueName(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "uum", processor.QueueName("uum:"))
+	require.Equal(t, "uum", processor.QueueName(""))
+	require.Equal(t, "staging:uum", processor.QueueName("staging:uum:"))
+	require.NotEqual(t, processor.QueueName("a:"), processor.QueueName("b:"))
+}
+
 func TestServiceRecoversFromAFailedDrain(t *testing.T) {
 	t.Parallel()
 	opt := redistest.ExclusiveDB(t)
@@ -37,7 +45,7 @@ func TestServiceRecoversFromAFailedDrain(t *testing.T) {
 	b.db.failOn = 1
 
 	svc := processor.NewService(asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password},
-		b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
+		processor.QueueName(b.prefix), b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
 
@@ -82,7 +90,7 @@ func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 	}}
 	redisOpt := asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}
 	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	svc := processor.NewService(redisOpt, b.cfg, processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger), logger)
+	svc := processor.NewService(redisOpt, processor.QueueName(b.prefix), b.cfg, processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger), logger)
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
 	t.Cleanup(releaseCommit) // runs first: a failed test must not leave Stop waiting
@@ -134,7 +142,7 @@ func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 
 	insp := asynq.NewInspector(redisOpt)
 	defer func() { _ = insp.Close() }()
-	q, err := insp.GetQueueInfo(processor.Queue)
+	q, err := insp.GetQueueInfo(processor.QueueName(b.prefix))
 	require.NoError(t, err)
 	require.Zero(t, q.Failed, "asynq does not count the stopped run as failed")
 	require.Zero(t, q.Retry, "nor schedule a retry")

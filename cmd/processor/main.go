@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	if err != nil {
 		return fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
-	svc := processor.NewService(redisOpt, cfg.Processor, drainer, logger)
+	svc := processor.NewService(redisOpt, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	if err := svc.Start(); err != nil {
 		return err
 	}
