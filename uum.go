@@ -8,7 +8,9 @@ package uum
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest event name accepted; it matches the
@@ -33,7 +35,33 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("uum: invalid %s %q: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("uum: invalid %s %s: %s", e.Field, e.QuotedValue(), e.Reason)
+}
+
+// maxShownValue bounds how much of a rejected value messages echo: enough
+// to recognise it, not a 64 KiB name in a log line or back at its sender.
+const maxShownValue = 100
+
+// QuotedValue returns the rejected value for messages: quoted, so control
+// characters and invalid UTF-8 are escaped, and cut to 100 bytes on a rune
+// boundary with a note of its full size.
+func (e *ValidationError) QuotedValue() string {
+	short, cut := Abbreviate(e.Value)
+	return strconv.Quote(short) + cut
+}
+
+// Abbreviate cuts s to at most 100 bytes on a rune boundary, for
+// messages. cut is empty when s is whole, else a note of the full size
+// for the caller to append after quoting or formatting short.
+func Abbreviate(s string) (short, cut string) {
+	if len(s) <= maxShownValue {
+		return s, ""
+	}
+	i := maxShownValue
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], fmt.Sprintf("... (%d bytes in all)", len(s))
 }
 
 // Pair is the unit of uniqueness: one user, one event name.
@@ -71,8 +99,10 @@ func ValidateName(field, name string) error {
 	switch {
 	case name == "":
 		return &ValidationError{Field: field, Value: name, Reason: "must not be empty"}
-	case len(name) > MaxNameLen:
-		return &ValidationError{Field: field, Value: name, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLen, len(name))}
+	case len(name) > MaxNameLen && utf8.RuneCountInString(name) > MaxNameLen:
+		// Counted in characters, as the message says; a short name of
+		// multi-byte characters fails the pattern below instead.
+		return &ValidationError{Field: field, Value: name, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLen, utf8.RuneCountInString(name))}
 	case !validName(name):
 		return &ValidationError{Field: field, Value: name, Reason: "must match " + namePattern}
 	}

@@ -364,6 +364,22 @@ func TestValidationErrorMessage(t *testing.T) {
 
 	err := error(&uum.ValidationError{Field: "user_id", Value: "x", Reason: "must be a UUID"})
 	require.Equal(t, `uum: invalid user_id "x": must be a UUID`, err.Error())
+
+	// A huge value is cut on a rune boundary, so a log line stays short.
+	long := strings.Repeat("a", 99) + strings.Repeat("é", 1000)
+	err = &uum.ValidationError{Field: "event_names[0]", Value: long, Reason: "unknown event name"}
+	require.Equal(t, `uum: invalid event_names[0] "`+strings.Repeat("a", 99)+`"... (2099 bytes in all): unknown event name`, err.Error())
+}
+
+func TestValidateNameCountsCharacters(t *testing.T) {
+	t.Parallel()
+
+	var ve *uum.ValidationError
+	require.ErrorAs(t, uum.ValidateName("n", strings.Repeat("é", 51)), &ve)
+	require.Equal(t, "must be at most 50 characters, got 51", ve.Reason)
+	// 30 characters, 60 bytes: short enough, but not in the alphabet.
+	require.ErrorAs(t, uum.ValidateName("n", strings.Repeat("é", 30)), &ve)
+	require.Contains(t, ve.Reason, "must match")
 }
 
 func FuzzDecodeWire(f *testing.F) {

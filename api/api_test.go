@@ -502,7 +502,7 @@ func TestPostEventsInvalidNames(t *testing.T) {
 		body := `{"user_id":"` + userID + `","event_names":["` + name + `"]}`
 		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
 		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_names[0]")
-		want := `must be at most 50 characters, got 10001: "a` + strings.Repeat("é", 49) + `"... (10001 bytes in all)`
+		want := `must be at most 50 characters, got 5001: "a` + strings.Repeat("é", 49) + `"... (10001 bytes in all)`
 		require.Equal(t, want, got.Error.Message)
 	})
 

@@ -177,6 +177,6 @@ func invalid(field, reason string) error {
 // raw JSON shows its type, a string in quotes, which a quoted Go string
 // could not.
 func got(raw []byte) string {
-	short, cut := shorten(string(bytes.TrimSpace(raw)))
+	short, cut := uum.Abbreviate(string(bytes.TrimSpace(raw)))
 	return ", got " + short + cut
 }

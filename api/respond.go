@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/uumhq/uum"
 )
@@ -49,34 +46,14 @@ func writeInvalid(w http.ResponseWriter, err error) bool {
 	return true
 }
 
-// maxShownValue bounds how much of a rejected value a 400 echoes: enough
-// to recognise it, not a 64 KiB name back at its sender.
-const maxShownValue = 100
-
 // invalidMessage is the message of a validation 400: the reason and, when
-// there is one, the rejected value, quoted: unknown event name: "foo".
+// there is one, the rejected value, quoted and cut short:
+// unknown event name: "foo".
 func invalidMessage(ve *uum.ValidationError) string {
 	if ve.Value == "" {
 		return ve.Reason // nothing to show, or "must not be empty"
 	}
-	short, cut := shorten(ve.Value)
-	// Quoting escapes control characters and invalid UTF-8, so the value
-	// reads unambiguously once the JSON encoder has escaped it too.
-	return ve.Reason + ": " + strconv.Quote(short) + cut
-}
-
-// shorten cuts s to at most maxShownValue bytes on a rune boundary. cut
-// is empty when s is whole, else a note of what was left off, for the
-// caller to append.
-func shorten(s string) (short, cut string) {
-	if len(s) <= maxShownValue {
-		return s, ""
-	}
-	i := maxShownValue
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i], fmt.Sprintf("... (%d bytes in all)", len(s))
+	return ve.Reason + ": " + ve.QuotedValue()
 }
 
 // unavailable logs why a dependency failed op and answers 503. A request

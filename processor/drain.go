@@ -282,8 +282,11 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 	b.dedupe()
 	hits, err := d.seen.Seen(ctx, b.pairs)
 	if err != nil {
-		// The cache only saves work: Postgres decides what is new.
-		d.logger.WarnContext(ctx, "seen cache unavailable, sending the batch to postgres", "error", err)
+		// The cache only saves work: Postgres decides what is new. A
+		// cancelled run never commits this batch, so it is no warning.
+		if ctx.Err() == nil {
+			d.logger.WarnContext(ctx, "seen cache unavailable, sending the batch to postgres", "error", err)
+		}
 		hits = make([]bool, len(b.pairs))
 	}
 	b.filterSeen(hits)
