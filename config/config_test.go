@@ -37,7 +37,7 @@ var defaults = config.Config{
 		MaxRetry:      3,
 		LeaseTTL:      30 * time.Second,
 	},
-	Cache:  config.Cache{TTL: 168 * time.Hour, Buckets: 65536},
+	Cache:  config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
 	Events: config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
 	API:    config.API{Addr: "127.0.0.1:8080"},
 	Statsd: config.Statsd{Addr: "127.0.0.1:8125"},

@@ -37,9 +37,9 @@ import (
 	"github.com/uumhq/uum"
 )
 
-// DefaultBuckets spreads up to ~8 million users over hashes of at most
+// DefaultBuckets spreads up to ~2 million users over hashes of at most
 // 128 fields, Redis's default hash-max-listpack-entries.
-const DefaultBuckets = 1 << 16
+const DefaultBuckets = 1 << 14
 
 // dictionary maps event names to stable small integer ids, within one
 // database.
