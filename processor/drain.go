@@ -34,6 +34,10 @@ const (
 	MetricDeadLettered    = "uum.processor_job.dead_lettered"
 )
 
+// commitTimeout bounds one batch's transaction, which runs to the end
+// even when the drain is being cancelled.
+const commitTimeout = 30 * time.Second
+
 // finishTimeout bounds the steps after a commit (mark, statsd, trim),
 // which run even when the drain is being cancelled.
 const finishTimeout = 10 * time.Second
@@ -301,7 +305,13 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	res, err := d.db.CommitBatch(ctx, b.write())
+	// A commit, once started, is not cancelled: a cancel landing during
+	// COMMIT can leave the transaction applied but reported as failed,
+	// and the re-run would find its rows existing and never emit their
+	// increments. Cancellation takes effect between batches instead.
+	cctx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancelCommit()
+	res, err := d.db.CommitBatch(cctx, b.write())
 	if err != nil {
 		return step("commit", err)
 	}

@@ -569,7 +569,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b.pushEvents(t, pairs(users(12), "a")...)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		db := &afterCommitStore{next: b.store, after: func(ctx context.Context, n int32) {
+		db := &afterCommitStore{next: b.store, after: func(_ context.Context, n int32) {
 			if n == 1 {
 				<-ctx.Done() // the task times out while the first commit's reply is on the wire
 			}

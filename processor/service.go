@@ -33,15 +33,15 @@ func QueueName(prefix string) string {
 // Service runs the periodic drain: an asynq scheduler enqueues a drain task
 // every DrainInterval and an asynq server runs it, retrying failures.
 type Service struct {
-	srv     *asynq.Server
-	sched   *asynq.Scheduler
-	queue   string
-	drainer *Drainer
-	cfg     config.Processor
-	logger  *slog.Logger
-	// stopping is cancelled by Stop; it cancels the running drain.
-	stopping context.Context
-	cancel   context.CancelFunc
+	srv      *asynq.Server
+	sched    *asynq.Scheduler
+	queue    string
+	drainer  *Drainer
+	cfg      config.Processor
+	logger   *slog.Logger
+	mu       sync.Mutex
+	stopped  bool               // set by Stop: no drain starts after it
+	running  context.CancelFunc // cancels the drain in progress, if any
 	stopOnce sync.Once
 }
 
@@ -75,8 +75,7 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 			}
 		},
 	})
-	stopping, cancel := context.WithCancel(context.Background())
-	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger, stopping: stopping, cancel: cancel}
+	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger}
 }
 
 // ProcessTask runs one drain; asynq retries it when it returns an error.
@@ -115,7 +114,18 @@ func (s *Service) Start() error {
 func (s *Service) process(ctx context.Context, t *asynq.Task) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.stopping, cancel)()
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil // the next start's schedule drains instead
+	}
+	s.running = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.running = nil
+		s.mu.Unlock()
+	}()
 	return s.drainer.ProcessTask(ctx, t)
 }
 
@@ -126,7 +136,15 @@ func (s *Service) Stop() {
 	s.stopOnce.Do(func() {
 		s.sched.Shutdown()
 		s.srv.Stop()
-		s.cancel()
+		// Cancelled here, synchronously, so that once Stop has logged
+		// the drain cannot start another batch.
+		s.mu.Lock()
+		s.stopped = true
+		if s.running != nil {
+			s.running()
+			s.logger.Info("processor stopping: the running drain stops after its batch")
+		}
+		s.mu.Unlock()
 		s.srv.Shutdown()
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
@@ -147,6 +148,44 @@ func TestRunOnce(t *testing.T) {
 		require.Equal(t, 1, b.count(t, "SELECT unique_users FROM unique_event_totals WHERE event_name = 'mhv_inbox_accessed'"))
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM dead_letters WHERE raw = 'garbage'::bytea"))
 		require.Zero(t, b.pending(t), "the drained entries are trimmed")
+	})
+
+	t.Run("InterruptedPrintsWhatItDidAndFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		const total = 3000
+		entries := make([]string, total)
+		for i := range entries {
+			entries[i] = wire(uum.NewUUID().String(), "mhv_rx_accessed")
+		}
+		b.push(t, entries...)
+		// One event per batch and no iteration cap: the drain runs long
+		// enough to be interrupted in the middle.
+		b.Env["UUM_BATCH_SIZE"] = "1"
+		b.Env["UUM_MAX_ITERATIONS"] = "100000"
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, []string{"-once"}, b.Env.Lookup, b.stdout, b.stderr) }()
+		require.Eventually(t, func() bool {
+			return b.count(t, "SELECT count(*) FROM unique_user_events") >= 5
+		}, runTimeout, 5*time.Millisecond)
+		cancel() // SIGINT
+
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(runTimeout):
+			t.Fatal("run did not return after the interrupt")
+		}
+		require.ErrorContains(t, err, "drain interrupted", "cut short is not success: exit 1")
+		var sum map[string]any
+		require.NoError(t, json.Unmarshal([]byte(b.stdout.String()), &sum), "the summary is still printed: %q", b.stdout.String())
+		rows := b.count(t, "SELECT count(*) FROM unique_user_events")
+		require.Less(t, rows, total, "the drain stopped early")
+		require.InDelta(t, float64(rows), sum["events_processed"], 0, "the summary reports what committed")
+		require.Equal(t, int64(total-rows), b.pending(t), "exactly what committed was trimmed")
 	})
 
 	t.Run("SkipsWhileLeaseHeld", func(t *testing.T) {
