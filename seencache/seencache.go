@@ -13,9 +13,9 @@
 //
 // Expiry: hash fields cannot expire on their own (before Redis 7.4), so
 // time is cut into generations of TTL/2 and buckets are per generation.
-// Writes go to the current generation; reads look at the current and the
-// previous one, and a user found only in the previous one is copied
-// forward. A generation's keys expire when the next generation ends, so an
+// Writes OR bits into the current generation with a script, atomically
+// per user; reads look at the current and the previous one, and a user
+// found only in the previous one is copied forward. A generation's keys expire when the next generation ends, so an
 // untouched pair leaves the cache between TTL/2 and TTL after its last use.
 //
 // Scope: bits are ids of one database's event-name dictionary and mean
@@ -171,18 +171,16 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 		return nil, err
 	}
 	cur, prev := got[0], got[1]
-	pipe := c.rdb.Pipeline()
 	merged := make([][]byte, len(users.users))
+	var forward []userBitmap
 	for i, u := range users.users {
 		merged[i] = or(cur[i], prev[i])
 		if len(prev[i]) > 0 && string(merged[i]) != string(cur[i]) {
-			c.write(ctx, pipe, scope, g, u, merged[i])
+			forward = append(forward, userBitmap{u, prev[i]})
 		}
 	}
-	if pipe.Len() > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("refresh seen cache: %w", err)
-		}
+	if err := c.orInto(ctx, scope, g, forward); err != nil {
+		return nil, fmt.Errorf("refresh seen cache: %w", err)
 	}
 	seen := make([]bool, len(pairs))
 	for i, p := range pairs {
@@ -192,10 +190,10 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 }
 
 // Mark records pairs as seen. Call it only after the pairs are committed
-// to Postgres. It reads the users' bitmaps and writes them back with the
-// new bits: two pipelined round-trips. A concurrent writer can make a
-// bit go missing, which only costs a later Postgres lookup; a bit is never
-// set for a pair that was not marked.
+// to Postgres. Each user's new bits are OR-ed into their bitmap by a
+// script, atomically, all users in one pipelined round-trip, so
+// concurrent writers (another drainer, the API caching a positive
+// lookup) never undo each other's bits.
 func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if len(pairs) == 0 {
 		return nil
@@ -208,25 +206,87 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if err != nil {
 		return err
 	}
-	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	got, err := c.read(ctx, scope, users.users, g)
-	if err != nil {
-		return err
+	add := make([]userBitmap, len(users.users))
+	for i, u := range users.users {
+		add[i].user = u
 	}
-	cur := got[0]
 	for i, p := range pairs {
 		u := users.index[p.UserID]
-		cur[u] = setBit(cur[u], ids[i])
+		add[u].bits = setBit(add[u].bits, ids[i])
 	}
-	pipe := c.rdb.Pipeline()
-	for i, u := range users.users {
-		c.write(ctx, pipe, scope, g, u, cur[i])
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := c.orInto(ctx, scope, c.generation(c.now()), add); err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
 	}
 	return nil
+}
+
+type userBitmap struct {
+	user uum.UUID
+	bits []byte
+}
+
+// orScript ORs a bitmap into one field of a hash, byte by byte, and sets
+// the hash's expiry. Lua 5.1 has no bitwise operators and Redis's bit
+// library is not everywhere (miniredis lacks it), hence the arithmetic.
+// KEYS[1] bucket hash; ARGV[1] field, ARGV[2] bits, ARGV[3] expiry (unix
+// ms).
+var orScript = redis.NewScript(`
+local function bor(a, b)
+	local r, p = 0, 1
+	for _ = 1, 8 do
+		local x, y = a % 2, b % 2
+		if x == 1 or y == 1 then r = r + p end
+		a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+	end
+	return r
+end
+local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+local add = ARGV[2]
+local out = {}
+for i = 1, math.max(#cur, #add) do
+	out[i] = string.char(bor(string.byte(cur, i) or 0, string.byte(add, i) or 0))
+end
+redis.call('HSET', KEYS[1], ARGV[1], table.concat(out))
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return 0`)
+
+// Preload loads the cache's script into Redis, so the first Mark does not
+// pay an extra round-trip to find it missing. Optional: the cache loads it
+// on demand, as it must after a Redis restart anyway.
+func (c *Cache) Preload(ctx context.Context) error {
+	if err := orScript.Load(ctx, c.rdb).Err(); err != nil {
+		return fmt.Errorf("load seen cache script: %w", err)
+	}
+	return nil
+}
+
+// orInto ORs each bitmap into its user's field in generation g, in one
+// pipelined round-trip of one script call per user (one key each, so it
+// works unchanged on Redis Cluster). After a script cache flush (a Redis
+// restart) the scripts are loaded and the round-trip repeated: OR is
+// idempotent.
+func (c *Cache) orInto(ctx context.Context, scope string, g int64, add []userBitmap) error {
+	if len(add) == 0 {
+		return nil
+	}
+	at := c.expireAt(g).UnixMilli()
+	run := func() error {
+		pipe := c.rdb.Pipeline()
+		for _, a := range add {
+			s := c.slot(scope, g, a.user)
+			orScript.EvalSha(ctx, pipe, []string{s.key}, s.field, a.bits, at)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err := run()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = orScript.Load(ctx, c.rdb).Err(); err == nil {
+			err = run()
+		}
+	}
+	return err
 }
 
 // read returns, per generation, the bitmaps of users (nil where absent),
@@ -254,15 +314,6 @@ func (c *Cache) read(ctx context.Context, scope string, users []uum.UUID, gens .
 		}
 	}
 	return out, nil
-}
-
-// write queues the user's bitmap and its bucket's expiry on pipe.
-func (c *Cache) write(ctx context.Context, pipe redis.Pipeliner, scope string, g int64, u uum.UUID, bits []byte) {
-	s := c.slot(scope, g, u)
-	pipe.HSet(ctx, s.key, s.field, bits)
-	// PEXPIREAT: EXPIREAT takes whole seconds and would cut a generation
-	// that does not end on a second short, even into the past.
-	pipe.PExpireAt(ctx, s.key, c.expireAt(g))
 }
 
 // Bits are numbered like Redis SETBIT: bit 0 is the top bit of byte 0.
