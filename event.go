@@ -27,7 +27,9 @@ func (e Event) Pair() Pair { return Pair{UserID: e.UserID, Name: e.Name} }
 // AppendWire appends the wire encoding of e to b:
 // {"v":1,"user_id":"<uuid>","event_name":"<name>"}.
 func (e Event) AppendWire(b []byte) []byte {
-	b = append(b, `{"v":1,"user_id":"`...)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, WireVersion, 10)
+	b = append(b, `,"user_id":"`...)
 	b = e.UserID.appendCanonical(b)
 	b = append(b, `","event_name":`...)
 	b = strconv.AppendQuote(b, e.Name) // names are validated ASCII, so Go and JSON quoting agree

@@ -101,7 +101,8 @@ func ValidateName(field, name string) error {
 		return &ValidationError{Field: field, Value: name, Reason: "must not be empty"}
 	case len(name) > MaxNameLen && utf8.RuneCountInString(name) > MaxNameLen:
 		// Counted in characters, as the message says; a short name of
-		// multi-byte characters fails the pattern below instead.
+		// multi-byte characters fails the pattern below instead. Counted
+		// again here only on this failure path.
 		return &ValidationError{Field: field, Value: name, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxNameLen, utf8.RuneCountInString(name))}
 	case !validName(name):
 		return &ValidationError{Field: field, Value: name, Reason: "must match " + namePattern}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,14 +44,19 @@ func (l *List) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	if err := l.rdb.LPush(ctx, l.key, lpushArgs(entries)...).Err(); err != nil {
+		return fmt.Errorf("push %d entries: %w", len(entries), err)
+	}
+	return nil
+}
+
+// lpushArgs turns entries into LPUSH's arguments.
+func lpushArgs(entries [][]byte) []any {
 	args := make([]any, len(entries))
 	for i, e := range entries {
 		args[i] = e
 	}
-	if err := l.rdb.LPush(ctx, l.key, args...).Err(); err != nil {
-		return fmt.Errorf("push %d entries: %w", len(entries), err)
-	}
-	return nil
+	return args
 }
 
 // Len returns the number of buffered entries.
@@ -76,9 +82,7 @@ func (l *List) Peek(ctx context.Context, skip, n int) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peek %d entries: %w", n, err)
 	}
-	for i, j := 0, len(vals)-1; i < j; i, j = i+1, j-1 {
-		vals[i], vals[j] = vals[j], vals[i]
-	}
+	slices.Reverse(vals)
 	return vals, nil
 }
 
@@ -191,11 +195,9 @@ func (le *Lease) Release(ctx context.Context) error {
 	return le.fenced(ctx, "release lease", releaseScript, []string{le.list.leaseKey}, le.token)
 }
 
-// Trim removes the n oldest entries under the fence. It returns
+// Trim removes the n oldest entries under the fence, at most all of them,
+// and advances the lease's positions by as many. It returns
 // uum.ErrFenceLost, removing nothing, if the lease is no longer ours.
-//
-// n must not exceed the list's length: the entries were peeked under
-// this lease and only its trims remove entries, so they are still there.
 func (le *Lease) Trim(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil

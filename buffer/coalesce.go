@@ -110,11 +110,7 @@ func (c *Coalescer) send(batch []*pushReq) {
 	defer cancel()
 	pipe := c.list.rdb.Pipeline()
 	for _, r := range batch {
-		args := make([]any, len(r.entries))
-		for i, e := range r.entries {
-			args[i] = e
-		}
-		pipe.LPush(ctx, c.list.key, args...)
+		pipe.LPush(ctx, c.list.key, lpushArgs(r.entries)...)
 	}
 	cmds, err := pipe.Exec(ctx)
 	for i, r := range batch {

@@ -137,7 +137,7 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 	ctx, stopRenew := d.keepLease(ctx, lease)
 	defer func() {
 		stopRenew()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		rctx, cancel := detach(ctx, finishTimeout)
 		defer cancel()
 		if err := lease.Release(rctx); err != nil && !errors.Is(err, uum.ErrFenceLost) {
 			d.logger.WarnContext(ctx, "release drain lease", "error", err)
@@ -162,11 +162,18 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 	}
 	if sum.Iterations > 0 {
 		// Bounded on its own: on a shutdown ctx is already cancelled.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		rctx, cancel := detach(ctx, finishTimeout)
 		defer cancel()
 		d.report(rctx, &sum)
 	}
 	return sum, nil
+}
+
+// detach returns a context that keeps ctx's values but not its
+// cancellation, bounded by timeout: for the work that must finish even
+// when the run is being cancelled.
+func detach(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
 }
 
 // shuttingDown reports whether err ends the run because the caller
@@ -309,7 +316,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	// COMMIT can leave the transaction applied but reported as failed,
 	// and the re-run would find its rows existing and never emit their
 	// increments. Cancellation takes effect between batches instead.
-	cctx, cancelCommit := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	cctx, cancelCommit := detach(ctx, commitTimeout)
 	defer cancelCommit()
 	res, err := d.db.CommitBatch(cctx, b.write())
 	if err != nil {
@@ -320,7 +327,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 		d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
 	}
 
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	ctx, cancel := detach(ctx, finishTimeout)
 	defer cancel()
 	if err := d.seen.Mark(ctx, b.unseen); err != nil {
 		d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
@@ -363,7 +370,7 @@ func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		class = "canceled"
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	lctx, cancel := detach(ctx, finishTimeout)
 	defer cancel()
 	atRisk, lerr := d.buf.Len(lctx)
 	if lerr != nil {

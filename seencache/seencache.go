@@ -28,7 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,22 +90,26 @@ func New(rdb redis.UniversalClient, prefix string, ttl time.Duration, dict dicti
 	return c
 }
 
-// slot is where one user lives in one generation.
-type slot struct {
-	key   string
-	field string
-}
-
 func (c *Cache) generation(t time.Time) int64 { return t.UnixNano() / int64(c.half) }
 
 // expireAt is when the keys of generation g stop being read: the end of
 // generation g+1.
 func (c *Cache) expireAt(g int64) time.Time { return time.Unix(0, (g+2)*int64(c.half)) }
 
-func (c *Cache) slot(scope string, g int64, u uum.UUID) slot {
-	h := fnv.New32a()
-	_, _ = h.Write(u[:])
-	return slot{key: uum.SeenKey(c.prefix, scope, g, h.Sum32()%c.buckets), field: string(u[:])}
+// bucket is the hash, in every generation, that holds user u: FNV-1a of
+// its bytes, computed inline because hash/fnv allocates on this hot path.
+func (c *Cache) bucket(u uum.UUID) uint32 {
+	h := uint32(2166136261)
+	for _, b := range u {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	return h % c.buckets
+}
+
+// key returns the hash holding user u in generation g; the field is the
+// user's 16 raw bytes.
+func (c *Cache) key(scope string, g int64, u uum.UUID) string {
+	return uum.SeenKey(c.prefix, scope, g, c.bucket(u))
 }
 
 // scopeOf returns the key scope of the dictionary's database: the first 8
@@ -129,14 +133,14 @@ func (c *Cache) scopeOf(ctx context.Context) (string, error) {
 	return scope, nil
 }
 
-// userBits groups pairs by user, in first-seen order.
-type userBits struct {
+// userIndex lists the users of some pairs, in first-seen order.
+type userIndex struct {
 	users []uum.UUID
-	index map[uum.UUID]int
+	index map[uum.UUID]int // position in users
 }
 
-func groupUsers(pairs []uum.Pair) userBits {
-	g := userBits{index: make(map[uum.UUID]int, len(pairs))}
+func groupUsers(pairs []uum.Pair) userIndex {
+	g := userIndex{index: make(map[uum.UUID]int, len(pairs))}
 	for _, p := range pairs {
 		if _, ok := g.index[p.UserID]; !ok {
 			g.index[p.UserID] = len(g.users)
@@ -274,8 +278,7 @@ func (c *Cache) orInto(ctx context.Context, scope string, g int64, add []userBit
 	run := func() error {
 		pipe := c.rdb.Pipeline()
 		for _, a := range add {
-			s := c.slot(scope, g, a.user)
-			orScript.EvalSha(ctx, pipe, []string{s.key}, s.field, a.bits, at)
+			orScript.EvalSha(ctx, pipe, []string{c.key(scope, g, a.user)}, a.user[:], a.bits, at)
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -292,13 +295,16 @@ func (c *Cache) orInto(ctx context.Context, scope string, g int64, add []userBit
 // read returns, per generation, the bitmaps of users (nil where absent),
 // in one pipelined round-trip.
 func (c *Cache) read(ctx context.Context, scope string, users []uum.UUID, gens ...int64) ([][][]byte, error) {
+	buckets := make([]uint32, len(users))
+	for i, u := range users {
+		buckets[i] = c.bucket(u)
+	}
 	pipe := c.rdb.Pipeline()
 	cmds := make([][]*redis.StringCmd, len(gens))
 	for j, g := range gens {
 		cmds[j] = make([]*redis.StringCmd, len(users))
 		for i, u := range users {
-			s := c.slot(scope, g, u)
-			cmds[j][i] = pipe.HGet(ctx, s.key, s.field)
+			cmds[j][i] = pipe.HGet(ctx, uum.SeenKey(c.prefix, scope, g, buckets[i]), string(u[:]))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -358,7 +364,8 @@ func (c *Cache) resolve(ctx context.Context, pairs []uum.Pair, register bool) ([
 	if register {
 		fetch = c.dict.EventIDs
 	}
-	got, err := fetch(ctx, uniq(missing))
+	slices.Sort(missing)
+	got, err := fetch(ctx, slices.Compact(missing))
 	if err != nil {
 		return nil, fmt.Errorf("event name ids: %w", err)
 	}
@@ -388,16 +395,4 @@ func (c *Cache) fill(out []int32, pairs []uum.Pair) []string {
 		out[i] = id
 	}
 	return missing
-}
-
-func uniq(names []string) []string {
-	seen := make(map[string]struct{}, len(names))
-	out := names[:0]
-	for _, n := range names {
-		if _, dup := seen[n]; !dup {
-			seen[n] = struct{}{}
-			out = append(out, n)
-		}
-	}
-	return out
 }

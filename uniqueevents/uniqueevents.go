@@ -237,6 +237,13 @@ func (d *dedupe) add(n string) error {
 	return nil
 }
 
+// Facility variants are "<name>_oh_<id>" (explicit mode) and
+// "<name>_oh_site_<id>" (user mode).
+const (
+	explicitInfix = "_oh_"
+	siteMark      = "site_"
+)
+
 // variants returns the facility event names derived from name.
 func (c *Client) variants(user User, name string, o callOptions) []string {
 	var out []string
@@ -246,7 +253,7 @@ func (c *Client) variants(user User, name string, o callOptions) []string {
 			if _, ok := c.tracked[f]; !ok || containsTrimmed(o.facilities[:i], f) || !containsTrimmed(user.FacilityIDs, f) {
 				continue
 			}
-			out = append(out, name+"_oh_"+f)
+			out = append(out, name+explicitInfix+f)
 		}
 		return out
 	}
@@ -258,7 +265,7 @@ func (c *Client) variants(user User, name string, o callOptions) []string {
 		if _, ok := c.tracked[f]; !ok || containsTrimmed(user.FacilityIDs[:i], f) {
 			continue
 		}
-		out = append(out, name+"_oh_site_"+f)
+		out = append(out, name+explicitInfix+siteMark+f)
 	}
 	return out
 }
@@ -324,12 +331,12 @@ func (c *Client) loggable(field, name string) error {
 // a tracked facility id. Tracked ids are three digits, so the last "_oh_"
 // starts the suffix.
 func (c *Client) isVariant(name string) bool {
-	i := strings.LastIndex(name, "_oh_")
+	i := strings.LastIndex(name, explicitInfix)
 	if i < 0 {
 		return false
 	}
-	base, id := name[:i], name[i+len("_oh_"):]
-	id, site := strings.CutPrefix(id, "site_")
+	base, id := name[:i], name[i+len(explicitInfix):]
+	id, site := strings.CutPrefix(id, siteMark)
 	if _, ok := c.tracked[id]; !ok {
 		return false
 	}
@@ -355,7 +362,7 @@ func LogEvents(ctx context.Context, user User, names []string, opts ...Option) (
 
 // LogEvent calls LogEvent on the default client.
 func LogEvent(ctx context.Context, user User, name string, opts ...Option) ([]string, error) {
-	return Default().LogEvents(ctx, user, []string{name}, opts...)
+	return Default().LogEvent(ctx, user, name, opts...)
 }
 
 // EventLogged calls EventLogged on the default client.

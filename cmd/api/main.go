@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -26,14 +24,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.LookupEnv, os.Stderr, nil)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		var cerr *config.Error
-		if errors.As(err, &cerr) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	os.Exit(app.ExitStatus("api", err, os.Stderr))
 }
 
 const (

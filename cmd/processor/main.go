@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
 )
@@ -28,31 +26,21 @@ func main() {
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// exitCode prints err and maps it to the exit status: 2 for usage and
-// configuration errors, 1 for everything else.
+// exitCode prints err and maps it to the exit status (see
+// app.ExitStatus); run wraps flag errors, -h included, in app.ErrUsage.
 func exitCode(err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(stderr, "processor:", err)
-	var cerr *config.Error
-	if errors.As(err, &cerr) || errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
-		return 2
-	}
-	return 1
+	return app.ExitStatus("processor", err, stderr)
 }
-
-var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return fmt.Errorf("%w: %w", app.ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+		return fmt.Errorf("%w: unexpected arguments %q", app.ErrUsage, fs.Args())
 	}
 	deps, err := app.Start(ctx, lookup, stderr)
 	if err != nil {

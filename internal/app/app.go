@@ -130,6 +130,24 @@ func Start(ctx context.Context, lookup func(string) (string, bool), stderr io.Wr
 	return Open(ctx, cfg, Logger(stderr))
 }
 
+// ErrUsage marks a command-line usage error: exit status 2, like a
+// configuration error.
+var ErrUsage = errors.New("usage")
+
+// ExitStatus prints err, prefixed with the command's name, to stderr and
+// maps it to the exit status: 0 without error, 2 for configuration and
+// usage errors, 1 for everything else.
+func ExitStatus(name string, err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, name+":", err)
+	if _, ok := errors.AsType[*config.Error](err); ok || errors.Is(err, ErrUsage) {
+		return 2
+	}
+	return 1
+}
+
 // Log returns the logger the dependencies were opened with.
 func (a *App) Log() *slog.Logger { return a.logger }
 
