@@ -20,6 +20,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -191,27 +192,9 @@ func (b *testBundle) client(t *testing.T, enabled bool) *uniqueevents.Client {
 // cache and store fail the test if asked.
 func (b *testBundle) clientNeverLookingUp(t *testing.T) *uniqueevents.Client {
 	t.Helper()
-	c, err := uniqueevents.New(eventsConfig(true), b.pusher, mustNotLookUp{t}, mustNotLookUp{t}, nil, nil)
+	c, err := uniqueevents.New(eventsConfig(true), b.pusher, testenv.NoLookups{T: t}, testenv.NoLookups{T: t}, nil, nil)
 	require.NoError(t, err)
 	return c
-}
-
-// mustNotLookUp is a seen cache and a store that fail the test if asked.
-type mustNotLookUp struct{ t *testing.T }
-
-func (m mustNotLookUp) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
-	m.t.Errorf("seen cache asked for %v", pairs)
-	return make([]bool, len(pairs)), nil
-}
-
-func (m mustNotLookUp) Mark(_ context.Context, pairs []uum.Pair) error {
-	m.t.Errorf("seen cache marked %v", pairs)
-	return nil
-}
-
-func (m mustNotLookUp) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
-	m.t.Errorf("store asked for %v", p)
-	return false, nil
 }
 
 func (b *testBundle) handler(events api.EventLogger) http.Handler {

@@ -3,7 +3,6 @@ package buffer_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -89,20 +88,7 @@ func TestCoalescer(t *testing.T) {
 
 	t.Run("CallerDeadlineBoundsTheWaitOnAHungRedis", func(t *testing.T) {
 		t.Parallel()
-		// A server that accepts connections and never answers.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				t.Cleanup(func() { _ = conn.Close() })
-			}
-		}()
-		rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		rdb := redis.NewClient(&redis.Options{Addr: redistest.SilentServer(t), ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		c := buffer.NewCoalescer(buffer.New(rdb, "x:", 0), 1, 4, 200*time.Millisecond)
 		t.Cleanup(c.Close)

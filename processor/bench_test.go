@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 			}
 		}
 		old := ps[:len(ps)*seenPct/100]
-		for chunk := range slicesChunk(old, 5000) {
+		for chunk := range slices.Chunk(old, 5000) {
 			if _, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: chunk}); err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +60,7 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 			}
 		}
 		entries := make([][]byte, 0, 5000)
-		for chunk := range slicesChunk(ps, 5000) {
+		for chunk := range slices.Chunk(ps, 5000) {
 			entries = entries[:0]
 			for _, p := range chunk {
 				entries = append(entries, uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire())

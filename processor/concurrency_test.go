@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestTwoDrainersOver100kEvents(t *testing.T) {
 	}
 	events := append(append([]uum.Pair{}, all...), all...)
 	rand.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
-	for chunk := range slicesChunk(events, 5000) {
+	for chunk := range slices.Chunk(events, 5000) {
 		b.pushEvents(t, chunk...)
 	}
 
@@ -98,17 +99,5 @@ func TestTwoDrainersOver100kEvents(t *testing.T) {
 	for _, n := range names {
 		require.Equal(t, int64(distinct/len(names)), totals[n], n)
 		require.Equal(t, float64(distinct/len(names)), statsdtest.Sum(ms, processor.MetricEvent, "event_name:"+n), n)
-	}
-}
-
-func slicesChunk[T any](s []T, n int) func(func([]T) bool) {
-	return func(yield func([]T) bool) {
-		for len(s) > 0 {
-			k := min(n, len(s))
-			if !yield(s[:k]) {
-				return
-			}
-			s = s[k:]
-		}
 	}
 }

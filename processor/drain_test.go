@@ -59,7 +59,7 @@ func setup(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) *tes
 		buf:    buffer.New(rdb, prefix, 0),
 		seen:   seencache.New(rdb, prefix, time.Hour, st),
 		stats:  statsdtest.New(t),
-		logs:   &testenv.Buffer{},
+		logs:   testenv.NewBuffer(t, "drain logs"),
 	}
 }
 
@@ -133,6 +133,7 @@ type faultyStore struct {
 	failOn  int32            // 1-based commit to fail before committing; 0 never
 	lostOn  int32            // 1-based commit to commit and then report failure
 	before  func(n int32)    // runs before each commit
+	after   func(n int32)    // runs once commit n succeeded, before it returns
 	written []uum.BatchWrite // every write seen
 	mu      sync.Mutex
 }
@@ -149,6 +150,9 @@ func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.Ba
 		return uum.BatchResult{}, errors.New("connection reset by peer")
 	}
 	res, err := f.next.CommitBatch(ctx, w)
+	if err == nil && f.after != nil {
+		f.after(n)
+	}
 	if n == f.lostOn {
 		// The transaction committed but the process "crashed" before
 		// hearing about it.
@@ -537,18 +541,17 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b.pushEvents(t, pairs(users(12), "a")...)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		db := &afterCommitStore{next: b.store, after: func(_ context.Context, n int32) {
+		b.db.after = func(n int32) {
 			if n == 1 {
 				cancel() // a shutdown arrives while the first commit's reply is on the wire
 			}
-		}}
-		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+		}
 
-		sum, err := processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger).Drain(ctx)
+		sum, err := b.drainer().Drain(ctx)
 		require.NoError(t, err, "a shutdown is not a failure")
 		require.Equal(t, 1, sum.Iterations)
 		require.Equal(t, 5, sum.EventsProcessed)
-		require.Equal(t, int32(1), db.calls.Load(), "nothing after the batch in flight is committed")
+		require.Equal(t, int32(1), b.db.calls.Load(), "nothing after the batch in flight is committed")
 		require.Len(t, b.rows(t), 5)
 		require.Len(t, b.pending(t), 7, "the committed batch is trimmed")
 		ms := b.stats.Metrics(t)
@@ -557,6 +560,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Empty(t, statsdtest.Find(ms, processor.MetricFailure))
 		require.Contains(t, b.logs.String(), "drain stopped: shutting down")
 
+		b.db.after = nil
 		b.drain(t)
 		require.Equal(t, map[string]int64{"a": 12}, b.totals(t))
 		require.Empty(t, b.pending(t))
@@ -569,16 +573,15 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b.pushEvents(t, pairs(users(12), "a")...)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		db := &afterCommitStore{next: b.store, after: func(_ context.Context, n int32) {
+		b.db.after = func(n int32) {
 			if n == 1 {
 				<-ctx.Done() // the task times out while the first commit's reply is on the wire
 			}
-		}}
-		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+		}
 
-		_, err := processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger).Drain(ctx)
+		_, err := b.drainer().Drain(ctx)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		require.Equal(t, int32(1), db.calls.Load())
+		require.Equal(t, int32(1), b.db.calls.Load())
 		require.Len(t, b.pending(t), 7, "the committed batch is still trimmed")
 		ms := b.stats.Metrics(t)
 		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "error_class:canceled"))

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/processor"
-	"github.com/uumhq/uum/store"
 )
 
 // TestServiceRecoversFromAFailedDrain runs the asynq service on its own
@@ -31,27 +29,36 @@ func TestQueueName(t *testing.T) {
 	require.NotEqual(t, processor.QueueName("a:"), processor.QueueName("b:"))
 }
 
-func TestServiceRecoversFromAFailedDrain(t *testing.T) {
-	t.Parallel()
+// setupService is setup on a Redis database of the test's own, as asynq's
+// keys cannot be prefixed, and returns asynq's options for it.
+func setupService(t *testing.T) (*testBundle, asynq.RedisClientOpt) {
+	t.Helper()
 	opt := redistest.ExclusiveDB(t)
 	b := setup(t, func(tb testing.TB) (*redis.Client, string) {
 		rdb := redis.NewClient(opt)
 		tb.Cleanup(func() { _ = rdb.Close() })
 		return rdb, redistest.Prefix(tb)
 	})
+	return b, asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}
+}
+
+func TestServiceRecoversFromAFailedDrain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, redisOpt := setupService(t)
 	b.cfg.DrainInterval = time.Second
 	b.cfg.MaxRetry = 3
 	ps := pairs(users(5), "a")
 	b.pushEvents(t, ps...)
 	b.db.failOn = 1
 
-	svc := processor.NewService(asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password},
-		processor.QueueName(b.prefix), b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
+	svc := processor.NewService(redisOpt, processor.QueueName(b.prefix), b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
 
 	require.Eventually(t, func() bool {
-		return len(b.pending(t)) == 0
+		n, err := b.buf.Len(ctx) // no require here: it would end Eventually's goroutine
+		return err == nil && n == 0
 	}, 30*time.Second, 50*time.Millisecond)
 	svc.Stop()
 	svc.Stop() // idempotent
@@ -69,12 +76,7 @@ func TestServiceRecoversFromAFailedDrain(t *testing.T) {
 func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	opt := redistest.ExclusiveDB(t)
-	b := setup(t, func(tb testing.TB) (*redis.Client, string) {
-		rdb := redis.NewClient(opt)
-		tb.Cleanup(func() { _ = rdb.Close() })
-		return rdb, redistest.Prefix(tb)
-	})
+	b, redisOpt := setupService(t)
 	b.cfg.DrainInterval = time.Second
 	b.cfg.BatchSize = 10
 	const total = 30
@@ -83,15 +85,13 @@ func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 	started := make(chan struct{}, 1)
 	release := make(chan struct{})
 	releaseCommit := sync.OnceFunc(func() { close(release) })
-	db := &afterCommitStore{next: b.store, after: func(_ context.Context, n int32) {
+	b.db.after = func(n int32) {
 		if n == 1 {
 			started <- struct{}{}
 			<-release
 		}
-	}}
-	redisOpt := asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}
-	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	svc := processor.NewService(redisOpt, processor.QueueName(b.prefix), b.cfg, processor.NewDrainer(b.cfg, b.buf, b.seen, db, b.stats.Client, logger), logger)
+	}
+	svc := processor.NewService(redisOpt, processor.QueueName(b.prefix), b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
 	t.Cleanup(releaseCommit) // runs first: a failed test must not leave Stop waiting
@@ -118,7 +118,7 @@ func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 		t.Fatal("Stop did not return")
 	}
 
-	require.Equal(t, int32(1), db.calls.Load(), "no batch after the one in flight is committed")
+	require.Equal(t, int32(1), b.db.calls.Load(), "no batch after the one in flight is committed")
 	rows := b.rows(t)
 	require.Len(t, rows, 10, "the batch in flight is committed")
 	depth, err := b.buf.Len(ctx)
@@ -145,21 +145,4 @@ func TestServiceStopFinishesTheBatchInFlight(t *testing.T) {
 	require.Zero(t, q.Failed, "asynq does not count the stopped run as failed")
 	require.Zero(t, q.Retry, "nor schedule a retry")
 	require.Zero(t, q.Archived, "nor archive it")
-}
-
-// afterCommitStore wraps the real store to call after once commit n (from
-// 1) has committed and before it returns, with the commit's context.
-type afterCommitStore struct {
-	next  *store.Store
-	calls atomic.Int32
-	after func(ctx context.Context, n int32)
-}
-
-func (s *afterCommitStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
-	n := s.calls.Add(1)
-	res, err := s.next.CommitBatch(ctx, w)
-	if err == nil && s.after != nil {
-		s.after(ctx, n)
-	}
-	return res, err
 }

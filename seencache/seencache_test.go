@@ -847,7 +847,7 @@ func benchMemory(b *testing.B, perUser int, buckets uint32, pairs, batch int) {
 	_, _ = rand.Read(tag[:])
 	prefix := "b" + hex.EncodeToString(tag[:]) + ":"
 	// Cleanups run last-in first-out: delete before closing.
-	b.Cleanup(func() { unlinkPrefix(b, rdb, prefix) })
+	b.Cleanup(func() { redistest.DeleteKeys(context.Background(), b, rdb, prefix+"*") })
 
 	// One instant, so every pair lands in one generation; the TTL is far
 	// past the run, yet short enough that keys left by a killed run do
@@ -1006,31 +1006,6 @@ func toMap(v any) map[string]any {
 func toInt(v any) int64 {
 	n, _ := v.(int64)
 	return n
-}
-
-// unlinkPrefix deletes the keys under prefix, 1,000 per command.
-func unlinkPrefix(b *testing.B, rdb *redis.Client, prefix string) {
-	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	keys := make([]string, 0, 1000)
-	flush := func() {
-		if len(keys) > 0 {
-			if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
-				b.Errorf("unlink %s*: %v", prefix, err)
-			}
-			keys = keys[:0]
-		}
-	}
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == cap(keys) {
-			flush()
-		}
-	}
-	flush()
-	if err := iter.Err(); err != nil {
-		b.Errorf("scan %s*: %v", prefix, err)
-	}
 }
 
 // BenchmarkSeen times one drain batch's lookup on the real server: 500

@@ -22,6 +22,7 @@ import (
 	"github.com/uumhq/uum/internal/loadgen"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -369,7 +370,7 @@ func TestLogEventsRedisFailure(t *testing.T) {
 
 	t.Run("ServerNeverAnswers", func(t *testing.T) {
 		t.Parallel()
-		client, _ := setup(t, silentServer(t))
+		client, _ := setup(t, redistest.SilentServer(t))
 		err := requirePromptError(t, client)
 		var netErr net.Error
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -390,7 +391,7 @@ func TestLogEventsRedisFailure(t *testing.T) {
 	t.Run("FailureIsTimedAsError", func(t *testing.T) {
 		t.Parallel()
 		stats := statsdtest.New(t)
-		client, _ := setupStats(t, silentServer(t), stats.Client)
+		client, _ := setupStats(t, redistest.SilentServer(t), stats.Client)
 		requirePromptError(t, client)
 
 		got := statsdtest.Find(stats.Metrics(t), uniqueevents.MetricLogDuration)
@@ -401,46 +402,12 @@ func TestLogEventsRedisFailure(t *testing.T) {
 
 	t.Run("CallerContextCanceled", func(t *testing.T) {
 		t.Parallel()
-		client, _ := setup(t, silentServer(t))
+		client, _ := setup(t, redistest.SilentServer(t))
 		ctx, cancel := context.WithCancel(ctx)
 		cancel()
 		_, err := client.LogEvents(ctx, user, []string{"login"})
 		require.ErrorIs(t, err, context.Canceled)
 	})
-}
-
-// silentServer accepts TCP connections and never answers: a Redis that
-// hangs.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
 }
 
 // fakeCache is the seen cache.
@@ -608,7 +575,7 @@ func TestEventLogged(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()
 		cfg.Names = []string{"login", "search"}
-		client, err := uniqueevents.New(cfg, nil, mustNotLookUp{t}, mustNotLookUp{t}, nil, nil)
+		client, err := uniqueevents.New(cfg, nil, testenv.NoLookups{T: t}, testenv.NoLookups{T: t}, nil, nil)
 		require.NoError(t, err)
 
 		_, err = client.EventLogged(ctx, userID, "signup")
@@ -625,24 +592,6 @@ func TestEventLogged(t *testing.T) {
 		_, err = client.EventLogged(ctx, userID, "login")
 		require.Error(t, err)
 	})
-}
-
-// mustNotLookUp is a seen cache and a store that fail the test if asked.
-type mustNotLookUp struct{ t *testing.T }
-
-func (m mustNotLookUp) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
-	m.t.Errorf("seen cache asked for %v", pairs)
-	return make([]bool, len(pairs)), nil
-}
-
-func (m mustNotLookUp) Mark(_ context.Context, pairs []uum.Pair) error {
-	m.t.Errorf("seen cache marked %v", pairs)
-	return nil
-}
-
-func (m mustNotLookUp) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
-	m.t.Errorf("store asked for %v", p)
-	return false, nil
 }
 
 // TestEventLoggedNamePolicy checks that EventLogged accepts exactly the

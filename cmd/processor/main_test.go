@@ -78,12 +78,12 @@ func (b *testBundle) push(t *testing.T, entries ...string) {
 	for i, e := range entries {
 		args[i] = e
 	}
-	require.NoError(t, b.Redis.LPush(t.Context(), b.Prefix+"{buffer:0}:pending", args...).Err())
+	require.NoError(t, b.Redis.LPush(t.Context(), uum.BufferKey(b.Prefix, 0), args...).Err())
 }
 
 func (b *testBundle) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := b.Redis.LLen(t.Context(), b.Prefix+"{buffer:0}:pending").Result()
+	n, err := b.Redis.LLen(t.Context(), uum.BufferKey(b.Prefix, 0)).Result()
 	require.NoError(t, err)
 	return n
 }
@@ -169,7 +169,9 @@ func TestRunOnce(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- run(ctx, []string{"-once"}, b.Env.Lookup, b.stdout, b.stderr) }()
 		require.Eventually(t, func() bool {
-			return b.count(t, "SELECT count(*) FROM unique_user_events") >= 5
+			var n int // no require here: it would end Eventually's goroutine
+			err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&n)
+			return err == nil && n >= 5
 		}, runTimeout, 5*time.Millisecond)
 		cancel() // SIGINT
 
@@ -192,7 +194,7 @@ func TestRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.push(t, wire(userA, "mhv_rx_accessed"))
-		require.NoError(t, b.Redis.Set(t.Context(), b.Prefix+"{buffer:0}:lease", "another-drainer", time.Minute).Err())
+		require.NoError(t, b.Redis.Set(t.Context(), uum.LeaseKey(b.Prefix, 0), "another-drainer", time.Minute).Err())
 
 		sum := b.once(t)
 		require.Equal(t, true, sum["skipped"])
@@ -283,7 +285,7 @@ func TestRunService(t *testing.T) {
 			return err == nil && n == 3
 		}, 20*time.Second, 50*time.Millisecond, "the scheduled drain commits the buffer")
 		require.Eventually(t, func() bool {
-			n, err := b.Redis.LLen(ctx, b.Prefix+"{buffer:0}:pending").Result()
+			n, err := b.Redis.LLen(ctx, uum.BufferKey(b.Prefix, 0)).Result()
 			return err == nil && n == 0
 		}, 10*time.Second, 20*time.Millisecond, "the drain trims what it committed")
 

@@ -10,7 +10,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,7 +61,7 @@ func Real(t testing.TB) (*redis.Client, string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		deleteMatching(ctx, t, rdb, prefix+"*")
+		DeleteKeys(ctx, t, rdb, prefix+"*")
 		_ = rdb.Close()
 	})
 	return rdb, prefix
@@ -207,20 +209,61 @@ func Keys(t testing.TB, rdb *redis.Client, pattern string) []string {
 	return keys
 }
 
-func deleteMatching(ctx context.Context, t testing.TB, rdb *redis.Client, pattern string) {
+// DeleteKeys unlinks the keys matching pattern, 1,000 per command. It
+// only logs failures: it runs in cleanups, where the test's verdict is in.
+func DeleteKeys(ctx context.Context, t testing.TB, rdb *redis.Client, pattern string) {
 	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
-	var keys []string
+	keys := make([]string, 0, 1000)
+	flush := func() {
+		if len(keys) == 0 {
+			return
+		}
+		if err := rdb.Unlink(ctx, keys...).Err(); err != nil {
+			t.Logf("unlink redis keys %s: %v", pattern, err)
+		}
+		keys = keys[:0]
+	}
 	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-		if len(keys) == 1000 {
-			rdb.Unlink(ctx, keys...)
-			keys = keys[:0]
+		if keys = append(keys, iter.Val()); len(keys) == cap(keys) {
+			flush()
 		}
 	}
-	if len(keys) > 0 {
-		rdb.Unlink(ctx, keys...)
-	}
+	flush()
 	if err := iter.Err(); err != nil {
 		t.Logf("clean redis keys %s: %v", pattern, err)
 	}
+}
+
+// SilentServer accepts TCP connections and never answers: a Redis that
+// hangs. It returns the address; everything is closed when t ends.
+func SilentServer(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
 }

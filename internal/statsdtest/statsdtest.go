@@ -5,6 +5,7 @@ package statsdtest
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,11 +112,7 @@ next:
 			continue
 		}
 		for _, want := range tags {
-			found := false
-			for _, have := range m.Tags {
-				found = found || have == want
-			}
-			if !found {
+			if !slices.Contains(m.Tags, want) {
 				continue next
 			}
 		}

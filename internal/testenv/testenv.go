@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 )
@@ -154,4 +156,27 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// NoLookups is a seen cache and an event store (as uniqueevents.New takes
+// them) that fail the test if asked anything: for checks that an input is
+// rejected before any lookup.
+type NoLookups struct{ T testing.TB }
+
+// Seen fails the test.
+func (m NoLookups) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
+	m.T.Errorf("seen cache asked for %v", pairs)
+	return make([]bool, len(pairs)), nil
+}
+
+// Mark fails the test.
+func (m NoLookups) Mark(_ context.Context, pairs []uum.Pair) error {
+	m.T.Errorf("seen cache marked %v", pairs)
+	return nil
+}
+
+// EventLogged fails the test.
+func (m NoLookups) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
+	m.T.Errorf("store asked for %v", p)
+	return false, nil
 }
