@@ -19,7 +19,7 @@ import (
 )
 
 // TestServiceRecoversFromAFailedDrain runs the asynq service on its own
-// Redis database: the first drain fails at commit, a later one (asynq's
+// redis-server: the first drain fails at commit, a later one (asynq's
 // retry or the next scheduled run) counts every event exactly once.
 func TestQueueName(t *testing.T) {
 	t.Parallel()
@@ -29,11 +29,11 @@ func TestQueueName(t *testing.T) {
 	require.NotEqual(t, processor.QueueName("a:"), processor.QueueName("b:"))
 }
 
-// setupService is setup on a Redis database of the test's own, as asynq's
+// setupService is setup on a redis-server of the test's own, as asynq's
 // keys cannot be prefixed, and returns asynq's options for it.
 func setupService(t *testing.T) (*testBundle, asynq.RedisClientOpt) {
 	t.Helper()
-	opt := redistest.ExclusiveDB(t)
+	opt := redistest.Server(t)
 	b := setup(t, func(tb testing.TB) (*redis.Client, string) {
 		rdb := redis.NewClient(opt)
 		tb.Cleanup(func() { _ = rdb.Close() })

@@ -4,6 +4,13 @@
 # processor and the API side by side, and stop both when either exits or on
 # Ctrl-C / SIGTERM (a second Ctrl-C kills them). Exits non-zero if either
 # fails. Configuration comes from the UUM_* environment variables.
+
+# Written for bash 3.2 up to here, so old shells reach the message
+# (wait -n -p below needs 5.1).
+if [ -z "${BASH_VERSINFO:-}" ] || ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); then
+	echo "run: error: needs bash 5.1 or newer (this is ${BASH_VERSION:-not bash}); on macOS: brew install bash, then run it again from a new terminal" >&2
+	exit 1
+fi
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,14 +18,28 @@ cd "$ROOT"
 
 log() { printf 'run: %s\n' "$*" >&2; }
 
-if ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); then
-	log "needs bash 5.1 or newer (this is $BASH_VERSION)"
-	exit 1
-fi
+# is_loopback_addr HOST:PORT: the API would listen on loopback only.
+is_loopback_addr() {
+	local host=${1%:*}
+	host=${host#[}
+	host=${host%]}
+	case $host in
+	localhost | 127.* | ::1) return 0 ;;
+	esac
+	return 1
+}
 
 export UUM_DATABASE_URL="${UUM_DATABASE_URL:-postgres://127.0.0.1:5432/uum?sslmode=disable}"
 export UUM_REDIS_URL="${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}"
 if [[ -z ${UUM_API_TOKENS+set} ]]; then
+	# The development token is public (it is in the README): never on an
+	# address others can reach.
+	if ! is_loopback_addr "${UUM_API_ADDR:-127.0.0.1:8080}"; then
+		log "error: UUM_API_ADDR=$UUM_API_ADDR is not a loopback address, and UUM_API_TOKENS is unset:"
+		log "  the development admin token is public, so it is only used on loopback."
+		log "  Set UUM_API_TOKENS (scope:token pairs), or listen on 127.0.0.1."
+		exit 2
+	fi
 	export UUM_API_TOKENS="admin:dev-admin-token-change-me"
 	log "UUM_API_TOKENS is unset: using the development token, try"
 	log "  curl -H 'Authorization: Bearer dev-admin-token-change-me' http://${UUM_API_ADDR:-127.0.0.1:8080}/v1/..."

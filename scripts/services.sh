@@ -11,10 +11,25 @@
 #       UUM_REDIS_URL      (default redis://127.0.0.1:6379/0)
 # test: TEST_DATABASE_URL  (default postgres://127.0.0.1:5432/uum_test?sslmode=disable)
 #       TEST_REDIS_URL     (default redis://127.0.0.1:6379/0)
+#       TEST_REDIS_SERVER  (default: redis-server on PATH, installed if missing)
 #
 # Servers that already answer are used as they are. Missing redis-server or
 # PostgreSQL binaries are installed with apt-get (as root, or through sudo).
-# Migrations are not run here: the binaries and the tests migrate on start.
+# test also makes sure the redis-server binary is installed: the asynq tests
+# start a private redis-server of their own. Migrations are not run here:
+# the binaries and the tests migrate on start.
+#
+# PostgreSQL: apt-get's package creates a "main" cluster (and starts it where
+# systemd runs). When this script can prove apt-get just created it (its
+# /etc/postgresql folder did not exist before), it drops it: it is empty,
+# its password auth does not fit the URLs, and it would hold port 5432.
+# Clusters it cannot prove it created are never touched.
+
+# Written for bash 3.2 up to here, so old shells reach the message.
+if [ -z "${BASH_VERSINFO:-}" ] || ((BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1))); then
+	echo "services: error: needs bash 5.1 or newer (this is ${BASH_VERSION:-not bash}); on macOS: brew install bash, then run it again from a new terminal" >&2
+	exit 1
+fi
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -119,25 +134,50 @@ run_as_pg() {
 	fi
 }
 
+# need_root WHAT VAR: make sure we can run commands as root (we are root,
+# or sudo works), so a refused sudo is reported as such.
+SUDO=()
+need_root() {
+	((IS_ROOT)) && return 0
+	((${#SUDO[@]})) && return 0
+	command -v sudo >/dev/null ||
+		die "$1 needs root and $ME is not root (and there is no sudo): run as root, do it yourself, or set $2 to a running server"
+	log "$1 needs root: asking sudo (as $ME)"
+	sudo true 9>&- ||
+		die "sudo failed for $ME, so cannot $1: run as root, let $ME use sudo, do it yourself, or set $2 to a running server"
+	SUDO=(sudo)
+}
+
 APT_UPDATED=0
 apt_install() { # VAR PACKAGE...
 	local var=$1
 	shift
-	local sudo=()
 	command -v apt-get >/dev/null ||
 		die "$* not installed and apt-get is not available: install it, or set $var to a running server"
-	if ((!IS_ROOT)); then
-		command -v sudo >/dev/null ||
-			die "$* not installed and not root (and no sudo): install it, or set $var to a running server"
-		sudo=(sudo)
-	fi
+	need_root "install $* with apt-get" "$var"
 	log "installing $* with apt-get"
 	if ((!APT_UPDATED)); then
-		"${sudo[@]}" apt-get update -q >&2 9>&- || die "apt-get update failed"
+		"${SUDO[@]}" apt-get update -q >&2 9>&- || die "apt-get update failed (see its output above)"
 		APT_UPDATED=1
 	fi
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 9>&- ||
-		die "apt-get install $* failed"
+	"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 9>&- ||
+		die "apt-get install $* failed (see its output above)"
+}
+
+# proc_args PID prints the command line of a process ("" if it is gone).
+proc_args() {
+	if [[ -r /proc/$1/cmdline ]]; then
+		tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null
+	else
+		ps -o args= -p "$1" 2>/dev/null || true
+	fi
+}
+
+# proc_cwd_is PID DIR: the process works in DIR. Where there is no /proc
+# (macOS) the command line check alone decides.
+proc_cwd_is() {
+	[[ -d /proc/$1 ]] || return 0
+	[[ $(readlink "/proc/$1/cwd" 2>/dev/null) == "$(cd "$2" 2>/dev/null && pwd -P)" ]]
 }
 
 # ---------------------------------------------------------------- redis
@@ -209,6 +249,16 @@ ensure_redis() { # VAR
 	die "redis did not answer at $host:$port within 10s"
 }
 
+# ensure_redis_binary: the asynq tests start a private redis-server of
+# their own (internal/redistest.Server), whatever TEST_REDIS_URL points at.
+ensure_redis_binary() {
+	[[ -n ${TEST_REDIS_SERVER:-} ]] && return 0
+	command -v redis-server >/dev/null && return 0
+	command -v apt-get >/dev/null ||
+		die "the tests start a private redis-server of their own: install redis-server (macOS: brew install redis), or set TEST_REDIS_SERVER to its path"
+	apt_install TEST_REDIS_SERVER redis-server
+}
+
 # ---------------------------------------------------------------- postgres
 
 # pg_state host port: 0 accepting, 1 up but not accepting yet, 2 no answer.
@@ -268,25 +318,73 @@ find_psql() {
 	return 1
 }
 
-# pg_datadir port: where the project-local cluster for that port lives.
-# Normally .data/pg/<port>; when root and the "postgres" user cannot reach
-# the checkout (e.g. under /root), <postgres home>/uum-<hash of checkout>/<port>.
+# Where the project-local cluster for a port lives: normally .data/pg/<port>;
+# as root, when the "postgres" user cannot reach the checkout (e.g. under
+# /root), <postgres home>/uum-<hash of checkout>/<port>.
 pg_alt_base() {
 	local home sum
 	home=$(getent passwd postgres | cut -d: -f6)
 	sum=$(printf '%s' "$ROOT" | cksum | cut -d' ' -f1)
 	printf '%s' "${home:-/var/lib/postgresql}/uum-$sum"
 }
-pg_datadir() {
-	local port=$1 dir alt
-	dir="$DATA/pg/$port"
-	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
-		alt=$(pg_alt_base)/$port
-		if [[ -d $alt ]] || ! run_as_pg test -x "$ROOT" 2>/dev/null; then
-			dir=$alt
-		fi
+
+# pg_existing_datadir port prints the folder of a cluster an earlier run
+# made for that port, if there is one.
+pg_existing_datadir() {
+	local d
+	for d in "$DATA/pg/$1" $(id postgres >/dev/null 2>&1 && printf '%s/%s' "$(pg_alt_base)" "$1"); do
+		[[ -f $d/PG_VERSION ]] && { printf '%s' "$d"; return 0; }
+	done
+	return 0
+}
+
+# pg_new_datadir port chooses the folder of a new cluster. Call it only once
+# PostgreSQL is installed: the answer depends on the postgres user, which
+# the package creates.
+pg_new_datadir() {
+	local dir="$DATA/pg/$1"
+	if ((IS_ROOT)) && ! run_as_pg test -x "$ROOT" 2>/dev/null; then
+		dir=$(pg_alt_base)/$1
 	fi
 	printf '%s' "$dir"
+}
+
+# pg_is_ours datadir: a postgres server we started runs on that folder. Its
+# postmaster.pid alone is not proof: the pid may have been reused since.
+pg_is_ours() {
+	local dir=$1 pid args
+	[[ -f $dir/postmaster.pid ]] || return 1
+	pid=$(head -n 1 "$dir/postmaster.pid" 2>/dev/null)
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	args=$(proc_args "$pid")
+	[[ $args == *postgres* && $args == *"-D $dir "* ]] && proc_cwd_is "$pid" "$dir"
+}
+
+# pg_cluster_dirs lists Debian's cluster folders (/etc/postgresql/VER/NAME).
+pg_cluster_dirs() {
+	local d
+	for d in /etc/postgresql/*/*/; do
+		[[ -f $d/postgresql.conf ]] && printf '%s\n' "${d%/}"
+	done
+	return 0
+}
+
+# pg_drop_new_clusters BEFORE PORT: drop the clusters whose folder is not in
+# BEFORE (the list from before our apt-get install), that is the empty
+# "main" cluster the package has just created, and that the package may
+# have started on 5432 with password auth. Proof that we made it, not an
+# earlier install: its folder did not exist when our apt-get started.
+pg_drop_new_clusters() {
+	local before=$1 port=$2 d ver name cport
+	while IFS= read -r d; do
+		[[ -n $d ]] || continue
+		grep -qxF "$d" <<<"$before" && continue
+		name=${d##*/} ver=${d%/*} ver=${ver##*/}
+		cport=$(sed -n 's/^[[:space:]]*port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$d/postgresql.conf" | head -n 1)
+		log "removing the empty cluster $ver/$name (port ${cport:-?}) that apt-get just created: the project runs its own on port $port (to get it back: pg_createcluster $ver $name --start)"
+		"${SUDO[@]}" pg_dropcluster --stop "$ver" "$name" >&2 9>&- ||
+			die "pg_dropcluster $ver $name failed"
+	done < <(pg_cluster_dirs)
 }
 
 # pg_url_user: the role the parsed URL connects as (URL user, PGUSER, OS user).
@@ -308,34 +406,18 @@ pg_ensure_role() {
 }
 
 pg_start_local() { # VAR host port
-	local var=$1 host=$2 port=$3 datadir ver="" before="" after
-	datadir=$(pg_datadir "$port")
-	[[ -f $datadir/PG_VERSION ]] && ver=$(<"$datadir/PG_VERSION")
+	local var=$1 host=$2 port=$3 datadir ver="" before
+	datadir=$(pg_existing_datadir "$port")
+	[[ -n $datadir ]] && ver=$(<"$datadir/PG_VERSION")
 
 	if ! find_pg_bin "$ver"; then
-		command -v pg_lsclusters >/dev/null && before=$(pg_lsclusters -h 2>/dev/null || true)
+		before=$(pg_cluster_dirs)
 		apt_install "$var" postgresql
 		find_pg_bin "$ver" || die "PostgreSQL server binaries (initdb, pg_ctl) not found after installing"
-		# Debian's package creates and may start a "main" cluster with
-		# password auth on 5432. If that new cluster sits on our port, drop
-		# it (it is empty) so a trust-auth project-local one can take over.
-		if command -v pg_lsclusters >/dev/null; then
-			after=$(pg_lsclusters -h 2>/dev/null || true)
-			local cver cname cport sudo=()
-			((IS_ROOT)) || sudo=(sudo)
-			while read -r cver cname cport _; do
-				[[ $cport == "$port" ]] || continue
-				grep -qE "^$cver +$cname +" <<<"$before" && continue
-				log "removing the empty default cluster $cver/$cname that apt-get just created on port $port"
-				"${sudo[@]}" pg_dropcluster --stop "$cver" "$cname" >&2 9>&- ||
-					die "pg_dropcluster $cver $cname failed"
-			done <<<"$after"
-		fi
-		if pg_wait "$host" "$port" 1; then
-			log "postgres ok at $host:$port (system service)"
-			return 0
-		fi
+		pg_drop_new_clusters "$before" "$port"
 	fi
+	# Only now: the package has created the postgres user.
+	[[ -n $datadir ]] || datadir=$(pg_new_datadir "$port")
 	local have=""
 	[[ $("$PGBIN/pg_ctl" --version) =~ ([0-9]+) ]] && have=${BASH_REMATCH[1]}
 	[[ -z $ver || $ver == "$have" ]] ||
@@ -403,9 +485,8 @@ ensure_postgres() { # VAR
 			log "postgres ok at $host:$port"
 			# Is it our own cluster, from an earlier run?
 			local datadir
-			datadir=$(pg_datadir "$port")
-			if [[ -f $datadir/postmaster.pid ]] && find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" &&
-				run_as_pg "$PGBIN/pg_ctl" -D "$datadir" status >/dev/null 2>&1; then
+			datadir=$(pg_existing_datadir "$port")
+			if [[ -n $datadir ]] && pg_is_ours "$datadir" && find_pg_bin "$(<"$datadir/PG_VERSION")"; then
 				PG_OURS[$host:$port]=1
 			fi
 		else
@@ -455,34 +536,57 @@ ensure_database() { # VAR (U_* still set from ensure_postgres)
 
 # ---------------------------------------------------------------- stop
 
+# redis_is_ours PID PORT DIR: the pid is the redis-server this script
+# started on PORT (its title names the port, it works in DIR), not a
+# process that reuses the pid of a stale pidfile.
+redis_is_ours() {
+	local args re="^([^ ]*/)?redis-server [^ ]*:$2( |\$)"
+	args=$(proc_args "$1")
+	[[ $args =~ $re ]] && proc_cwd_is "$1" "$3"
+}
+
 stop_local() {
-	local f port d datadir pid i
+	local f port d datadir pid i stopped=0
 	shopt -s nullglob
 	for f in "$DATA"/redis/redis-*.pid; do
 		port=${f##*/redis-}
 		port=${port%.pid}
 		pid=$(<"$f")
-		if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
-			log "stopping project-local redis on port $port"
+		if [[ $pid =~ ^[0-9]+$ ]] && redis_is_ours "$pid" "$port" "$DATA/redis"; then
+			log "stopping project-local redis on port $port (pid $pid)"
 			kill "$pid" 2>/dev/null || true # SIGTERM: redis shuts down (nothing to save)
 			for ((i = 0; i < 50; i++)); do
-				kill -0 "$pid" 2>/dev/null || break
+				[[ -n $(proc_args "$pid") ]] || break
 				sleep 0.2
 			done
+			[[ -z $(proc_args "$pid") ]] || die "redis (pid $pid) did not stop within 10s"
+			log "stopped project-local redis on port $port"
+			stopped=$((stopped + 1))
+		else
+			log "removing the stale ${f#"$ROOT"/}: pid $pid is not our redis-server on port $port"
 		fi
 		rm -f "$f"
 	done
 	local dirs=("$DATA"/pg/*/)
-	if ((IS_ROOT)) && id postgres >/dev/null 2>&1; then
+	if id postgres >/dev/null 2>&1; then
 		dirs+=("$(pg_alt_base)"/*/)
 	fi
 	for d in "${dirs[@]}"; do
 		datadir=${d%/}
 		[[ -f $datadir/postmaster.pid ]] || continue
-		find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" || continue
+		if ! pg_is_ours "$datadir"; then
+			log "$datadir/postmaster.pid names pid $(head -n 1 "$datadir/postmaster.pid"), which is not its postgres: nothing to stop there"
+			continue
+		fi
+		find_pg_bin "$(cat "$datadir/PG_VERSION" 2>/dev/null)" ||
+			die "no pg_ctl for the PostgreSQL version of $datadir"
 		log "stopping project-local postgres in $datadir"
-		run_as_pg "$PGBIN/pg_ctl" -D "$datadir" -m fast -w stop >/dev/null || true
+		run_as_pg "$PGBIN/pg_ctl" -D "$datadir" -m fast -w stop >/dev/null ||
+			die "pg_ctl stop failed for $datadir"
+		log "stopped project-local postgres in $datadir"
+		stopped=$((stopped + 1))
 	done
+	((stopped)) || log "nothing to stop: no project-local PostgreSQL or Redis is running"
 }
 
 # ---------------------------------------------------------------- main
@@ -499,6 +603,7 @@ case $mode in
 all)
 	ensure_redis UUM_REDIS_URL
 	ensure_redis TEST_REDIS_URL
+	ensure_redis_binary
 	ensure_postgres UUM_DATABASE_URL
 	ensure_postgres TEST_DATABASE_URL
 	;;
@@ -508,6 +613,7 @@ run)
 	;;
 test)
 	ensure_redis TEST_REDIS_URL
+	ensure_redis_binary
 	ensure_postgres TEST_DATABASE_URL
 	;;
 stop) stop_local ;;

@@ -44,7 +44,7 @@ func setup(t *testing.T) *testBundle {
 	return newBundle(t, testenv.New(t))
 }
 
-// setupExclusive is setup on a Redis database of its own, for asynq.
+// setupExclusive is setup on a redis-server of its own, for asynq.
 func setupExclusive(t *testing.T) *testBundle {
 	t.Helper()
 	return newBundle(t, testenv.NewExclusive(t))

@@ -1,15 +1,16 @@
 // Package redistest gives tests isolated Redis: a unique key prefix on the
-// shared real server (TEST_REDIS_URL), a miniredis instance, or an
-// exclusive database number for code such as asynq whose keys cannot be
-// prefixed. Behaviour suites run on every Backend; CommandLog records what
-// a client sends. Import it only from _test.go files.
+// shared real server (TEST_REDIS_URL), a miniredis instance, or a
+// redis-server of the test's own (Server) for code such as asynq whose keys
+// cannot be prefixed. Tests never delete what they did not create: on the
+// shared server, which may be the developer's own Redis, only keys under
+// the test's prefix. Behaviour suites run on every Backend; CommandLog
+// records what a client sends. Import it only from _test.go files.
 package redistest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -148,49 +149,6 @@ func (c *Conn) Expire(t testing.TB, key string) {
 	require.Eventually(t, func() bool {
 		return c.Client.Exists(context.Background(), key).Val() == 0
 	}, 5*time.Second, 5*time.Millisecond, "%s outlived its TTL", key)
-}
-
-const lockKey = "uum-test:dblock:"
-
-// ExclusiveDB reserves a database number (1-15) on the real server for the
-// test, flushes it, and releases it at cleanup. Test binaries run in
-// parallel processes, so the reservation is a key with a TTL in DB 0.
-func ExclusiveDB(t testing.TB) *redis.Options {
-	t.Helper()
-	base := Options(t)
-	ctl := redis.NewClient(base)
-	t.Cleanup(func() { _ = ctl.Close() })
-	ctx := context.Background()
-	token := Prefix(t)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		for db := 1; db <= 15; db++ {
-			key := fmt.Sprintf("%s%d", lockKey, db)
-			ok, err := ctl.SetNX(ctx, key, token, 10*time.Minute).Result()
-			if err != nil {
-				t.Fatalf("reserve redis db: %v", err)
-			}
-			if !ok {
-				continue
-			}
-			opt := *base
-			opt.DB = db
-			c := redis.NewClient(&opt)
-			if err := c.FlushDB(ctx).Err(); err != nil {
-				t.Fatalf("flush redis db %d: %v", db, err)
-			}
-			t.Cleanup(func() {
-				_ = c.FlushDB(context.Background()).Err()
-				_ = c.Close()
-				ctl.Del(context.Background(), key)
-			})
-			return &opt
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no free redis test database")
-		}
-		time.Sleep(50 * time.Millisecond) // waiting on other test processes, not on our own code
-	}
 }
 
 // Keys returns the keys matching pattern, scanning rather than blocking

@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -106,5 +107,53 @@ func TestCommandLog(t *testing.T) {
 		require.NoError(t, c.Client.Set(ctx, c.Prefix+"a", "1", 0).Err())
 		cmds.Reset()
 		require.Empty(t, cmds.Names())
+	})
+}
+
+func TestServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("LeavesTheSharedServerAlone", func(t *testing.T) {
+		t.Parallel()
+		// The developer's own data on TEST_REDIS_URL, as far as this test
+		// may create it: a key under a prefix of its own.
+		shared, prefix := redistest.Real(t)
+		sentinel := prefix + "sentinel"
+		require.NoError(t, shared.Set(ctx, sentinel, "keep", time.Hour).Err())
+
+		private := redis.NewClient(redistest.Server(t))
+		t.Cleanup(func() { _ = private.Close() })
+		require.NotEqual(t, shared.Options().Addr, private.Options().Addr)
+		require.NoError(t, private.Set(ctx, "k", "v", 0).Err())
+		require.NoError(t, private.FlushAll(ctx).Err(), "the test's own server: anything goes")
+
+		require.Zero(t, private.DBSize(ctx).Val())
+		require.Equal(t, "keep", shared.Get(ctx, sentinel).Val(), "the shared server kept its data")
+	})
+
+	t.Run("NeverSaves", func(t *testing.T) {
+		t.Parallel()
+		rdb := redis.NewClient(redistest.Server(t))
+		t.Cleanup(func() { _ = rdb.Close() })
+		cfg, err := rdb.ConfigGet(ctx, "*").Result()
+		require.NoError(t, err)
+		require.Equal(t, "", cfg["save"])
+		require.Equal(t, "no", cfg["appendonly"])
+		require.Equal(t, "noeviction", cfg["maxmemory-policy"], "as the buffer needs")
+	})
+
+	t.Run("StopsWhenTheTestEnds", func(t *testing.T) {
+		t.Parallel()
+		var addr string
+		t.Run("Inner", func(t *testing.T) {
+			addr = redistest.Server(t).Addr
+		})
+		// The inner test's cleanup waited for the process to exit.
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+		}
+		require.Error(t, err, "nothing listens on %s any more", addr)
 	})
 }

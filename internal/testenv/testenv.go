@@ -1,6 +1,6 @@
 // Package testenv gives the commands' tests a fake process environment:
-// a migrated Postgres schema and a Redis key prefix (or database) of the
-// test's own, the UUM_ variables pointing run at them, and helpers to talk
+// a migrated Postgres schema and a Redis key prefix (or redis-server) of
+// the test's own, the UUM_ variables pointing run at them, and helpers to talk
 // to what run serves. Import it only from _test.go files.
 package testenv
 
@@ -9,9 +9,7 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,20 +65,15 @@ func New(t testing.TB) Stack {
 	return newStack(pool, dbURL, rdb, prefix, redistest.URL())
 }
 
-// NewExclusive is New on a Redis database of its own, for asynq, whose
-// keys cannot be prefixed.
+// NewExclusive is New on a redis-server of the test's own
+// (redistest.Server), for asynq, whose keys cannot be prefixed.
 func NewExclusive(t testing.TB) Stack {
 	t.Helper()
 	pool, dbURL := dbtest.Schema(t)
-	opt := redistest.ExclusiveDB(t)
+	opt := redistest.Server(t)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { _ = rdb.Close() })
-	u, err := url.Parse(redistest.URL())
-	if err != nil {
-		t.Fatalf("parse TEST_REDIS_URL: %v", err)
-	}
-	u.Path = "/" + strconv.Itoa(opt.DB)
-	return newStack(pool, dbURL, rdb, redistest.Prefix(t), u.String())
+	return newStack(pool, dbURL, rdb, redistest.Prefix(t), "redis://"+opt.Addr+"/0")
 }
 
 func newStack(pool *pgxpool.Pool, dbURL string, rdb *redis.Client, prefix, redisURL string) Stack {

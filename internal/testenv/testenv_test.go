@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/testenv"
 )
 
@@ -54,7 +55,7 @@ func TestStack(t *testing.T) {
 	ctx := context.Background()
 
 	// requireReachable checks Env points at the stack's own schema and
-	// Redis database.
+	// Redis.
 	requireReachable := func(t *testing.T, s testenv.Stack) {
 		t.Helper()
 		require.Equal(t, s.Prefix, s.Env["UUM_KEY_PREFIX"])
@@ -85,10 +86,10 @@ func TestStack(t *testing.T) {
 		requireReachable(t, s)
 	})
 
-	t.Run("NewExclusiveHasItsOwnDB", func(t *testing.T) {
+	t.Run("NewExclusiveHasItsOwnServer", func(t *testing.T) {
 		t.Parallel()
 		s := testenv.NewExclusive(t)
-		require.NotZero(t, s.Redis.Options().DB)
+		require.NotEqual(t, redistest.Options(t).Addr, s.Redis.Options().Addr, "not the shared TEST_REDIS_URL server")
 		requireReachable(t, s)
 	})
 }

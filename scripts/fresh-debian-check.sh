@@ -1,0 +1,313 @@
+#!/usr/bin/env bash
+# Prove the README's two commands work on a fresh Debian machine, on the
+# first try: debootstrap a Debian bookworm root under .data/fresh-debian/,
+# put a clean copy of the repository's HEAD in it, install only what the
+# README lists as prerequisites (Go, copied from this machine's GOROOT; make;
+# gcc; ca-certificates), then inside a chroot run `make run` and `make test`
+# with every UUM_*/TEST_* URL on a free port, so scripts/services.sh must
+# install PostgreSQL and Redis with apt-get and start its own servers.
+#
+#   sudo scripts/fresh-debian-check.sh [root|user|all]   (default: all)
+#
+# root: as root, a git clone in /root/uum (the case the postgres user cannot
+#       enter): make run (healthz, POST an event, .bin/processor -once, the
+#       count), then make test with sentinel keys seeded in all 16 databases
+#       of that Redis and a row in the service's own database, checked after;
+#       then `scripts/services.sh stop`, twice.
+# user: as a non-root user with sudo, a `git archive` tarball in its home:
+#       first a user without sudo rights (must fail saying sudo failed), then
+#       make test first, then make run as above.
+#
+# Not part of `make test`: it needs root, debootstrap and Debian's mirrors,
+# and takes 15-40 minutes. The pristine debootstrap output is cached in
+# .data/fresh-debian/base (FRESH_REBOOTSTRAP=1 makes it again); every run
+# copies it to a new root. Logs: .data/fresh-debian/<mode>.log.
+#
+# The chroot shares this machine's network, so apt's own service start
+# would collide with servers on this host's default ports; the check
+# installs a policy-rc.d that forbids it (as Debian's container images do).
+# On a machine with systemd, apt does start the default cluster;
+# scripts/services.sh removes it when it can prove apt-get just made it.
+#
+# Environment: FRESH_MIRROR (default http://deb.debian.org/debian),
+# FRESH_REF (default HEAD), GOROOT_SRC (default: `go env GOROOT`).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WORK="$ROOT/.data/fresh-debian"
+MIRROR=${FRESH_MIRROR:-http://deb.debian.org/debian}
+REF=${FRESH_REF:-HEAD}
+SUITE=bookworm
+
+say() { printf '\nfresh: %s\n' "$*" >&2; }
+die() {
+	printf 'fresh: FAIL: %s\n' "$*" >&2
+	exit 1
+}
+
+((BASH_VERSINFO[0] >= 5)) || die "needs bash 5 or newer"
+[[ $(id -u) == 0 ]] || die "run as root (debootstrap, chroot and mounts need it)"
+for c in debootstrap chroot git curl mount; do
+	command -v "$c" >/dev/null || die "$c not found (apt-get install debootstrap curl git)"
+done
+GOROOT_SRC=${GOROOT_SRC:-$(go env GOROOT 2>/dev/null || true)}
+[[ -x $GOROOT_SRC/bin/go ]] || die "no Go at '$GOROOT_SRC' (set GOROOT_SRC)"
+COMMIT=$(git -C "$ROOT" rev-parse --verify "$REF^{commit}") || die "no commit $REF"
+[[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no) ]] ||
+	say "note: uncommitted changes are not checked; the check uses $REF ($COMMIT)"
+
+MOUNTED=()
+cleanup() {
+	local i
+	for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do
+		umount -R -l "${MOUNTED[i]}" 2>/dev/null || true
+	done
+	MOUNTED=()
+	# Servers started in the chroot outlive it: stop what is left.
+	if [[ -n ${CHROOT:-} ]]; then
+		local pid
+		for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+			[[ $(readlink "/proc/$pid/root" 2>/dev/null) == "$CHROOT" ]] && kill -9 "$pid" 2>/dev/null
+		done
+	fi
+	return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mount_into() { # ROOT
+	local r=$1
+	mount -t proc proc "$r/proc" && MOUNTED+=("$r/proc")
+	mount -t sysfs sysfs "$r/sys" && MOUNTED+=("$r/sys")
+	mount --rbind /dev "$r/dev" && mount --make-rslave "$r/dev" && MOUNTED+=("$r/dev")
+	mount -t tmpfs tmpfs "$r/tmp" && MOUNTED+=("$r/tmp")
+}
+
+base() {
+	if [[ -n ${FRESH_REBOOTSTRAP:-} ]]; then rm -rf "$WORK/base"; fi
+	[[ -d $WORK/base ]] && return 0
+	say "debootstrap $SUITE from $MIRROR into ${WORK#"$ROOT"/}/base"
+	rm -rf "$WORK/base.tmp"
+	mkdir -p "$WORK"
+	debootstrap --variant=minbase "$SUITE" "$WORK/base.tmp" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
+		die "debootstrap failed (see $WORK/debootstrap.log)"
+	mv "$WORK/base.tmp" "$WORK/base"
+}
+
+# free_ports N: print N TCP ports nothing on loopback listens on.
+free_ports() {
+	local n=$1 p tries=0 got=()
+	while ((${#got[@]} < n)); do
+		((tries++ < 1000)) || die "no free ports"
+		p=$((20000 + RANDOM % 20000))
+		[[ " ${got[*]} " == *" $p "* ]] && continue
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+		got+=("$p")
+	done
+	echo "${got[@]}"
+}
+
+# in_chroot USER SCRIPT: run a bash script in the chroot as USER, in a
+# clean environment holding only the check's variables.
+in_chroot() {
+	local user=$1 home=/root
+	shift
+	[[ $user == root ]] || home=/home/$user
+	chroot --userspec="$user:$user" "$CHROOT" /usr/bin/env -i \
+		HOME="$home" USER="$user" LOGNAME="$user" LANG=C.UTF-8 TERM=dumb \
+		PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		UUM_DATABASE_URL="$UUM_DATABASE_URL" UUM_REDIS_URL="$UUM_REDIS_URL" \
+		TEST_DATABASE_URL="$TEST_DATABASE_URL" TEST_REDIS_URL="$TEST_REDIS_URL" \
+		UUM_API_ADDR="$UUM_API_ADDR" \
+		bash -euo pipefail -c "cd ~ && $*"
+}
+
+# prepare MODE: a fresh root with the prerequisites and a checkout.
+prepare() {
+	local mode=$1
+	CHROOT="$WORK/root-$mode"
+	if [[ -d $CHROOT ]]; then
+		umount -R -l "$CHROOT"/{proc,sys,dev,tmp} 2>/dev/null || true
+		rm -rf --one-file-system "$CHROOT"
+	fi
+	say "[$mode] copying the pristine base to ${CHROOT#"$ROOT"/}"
+	cp -a "$WORK/base" "$CHROOT"
+	mount_into "$CHROOT"
+	cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
+	printf '#!/bin/sh\nexit 101\n' >"$CHROOT/usr/sbin/policy-rc.d"
+	chmod 755 "$CHROOT/usr/sbin/policy-rc.d"
+	cat >"$CHROOT/etc/apt/sources.list" <<-EOF
+		deb $MIRROR $SUITE main
+		deb $MIRROR $SUITE-updates main
+		deb ${MIRROR%/debian}/debian-security $SUITE-security main
+	EOF
+	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates"
+	cp -a "$GOROOT_SRC" "$CHROOT/usr/local/go"
+	local extra=""
+	[[ $mode == root ]] && extra=git # a clone's owner has git (go build stamps VCS info)
+	[[ $mode == user ]] && extra=sudo
+	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates $extra" >"$WORK/$mode-prereq.log" 2>&1 ||
+		die "[$mode] installing the prerequisites failed (see $WORK/$mode-prereq.log)"
+	if [[ $mode == user ]]; then
+		chroot "$CHROOT" useradd -m -s /bin/bash dev
+		chroot "$CHROOT" useradd -m -s /bin/bash nosudo
+		echo 'dev ALL=(ALL) NOPASSWD:ALL' >"$CHROOT/etc/sudoers.d/dev"
+		chmod 440 "$CHROOT/etc/sudoers.d/dev"
+		for u in dev nosudo; do
+			mkdir "$CHROOT/home/$u/uum"
+			git -C "$ROOT" archive --format=tar "$COMMIT" | tar -x -C "$CHROOT/home/$u/uum"
+			chroot "$CHROOT" chown -R "$u:$u" "/home/$u/uum"
+		done
+	else
+		git clone -q --no-local "$ROOT" "$CHROOT/root/uum"
+		git -C "$CHROOT/root/uum" checkout -q "$COMMIT"
+	fi
+	# Nothing but the prerequisites: no Postgres, no Redis.
+	for b in psql pg_ctl redis-server redis-cli; do
+		if chroot "$CHROOT" bash -c "command -v $b || ls /usr/lib/postgresql/*/bin/$b" >/dev/null 2>&1; then
+			die "[$mode] $b is already in the fresh root"
+		fi
+	done
+}
+
+set_urls() {
+	local ports
+	read -r -a ports <<<"$(free_ports 3)"
+	PG_PORT=${ports[0]} REDIS_PORT=${ports[1]} API_PORT=${ports[2]}
+	# As with the defaults, the service and the tests share one server each.
+	UUM_DATABASE_URL="postgres://127.0.0.1:$PG_PORT/uum?sslmode=disable"
+	TEST_DATABASE_URL="postgres://127.0.0.1:$PG_PORT/uum_test?sslmode=disable"
+	UUM_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+	TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+	UUM_API_ADDR="127.0.0.1:$API_PORT"
+	say "free ports: postgres $PG_PORT, redis $REDIS_PORT, api $API_PORT"
+}
+
+step() { # LABEL USER COMMAND: run, log, and report the time taken
+	local label=$1 user=$2 start=$SECONDS
+	shift 2
+	say "[$MODE] $label: $*"
+	if ! in_chroot "$user" "$*" >>"$LOG" 2>&1; then
+		tail -n 40 "$LOG" >&2
+		die "[$MODE] $label failed (log: $LOG)"
+	fi
+	say "[$MODE] $label: ok in $((SECONDS - start))s"
+}
+
+# check_run USER DIR: make run in the background, then the README's flow.
+check_run() {
+	local user=$1 dir=$2 start=$SECONDS api="http://$UUM_API_ADDR"
+	say "[$MODE] make run (in the background)"
+	in_chroot "$user" "cd $dir && exec make run" >>"$LOG" 2>&1 &
+	local run_pid=$!
+	local i ok=0
+	for ((i = 0; i < 600; i++)); do # building may take minutes on a busy machine
+		if curl -fsS "$api/healthz" >/dev/null 2>&1; then
+			ok=1
+			break
+		fi
+		kill -0 "$run_pid" 2>/dev/null || break
+		sleep 1
+	done
+	((ok)) || {
+		tail -n 40 "$LOG" >&2
+		die "[$MODE] make run: $api/healthz never answered"
+	}
+	say "[$MODE] make run: healthz ok after $((SECONDS - start))s"
+	local T='Authorization: Bearer dev-admin-token-change-me' out
+	out=$(curl -s -w '\n%{http_code}\n' -X POST "$api/v1/events" -H "$T" -H 'Content-Type: application/json' \
+		-d '{"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_names":["mhv_landing_page_accessed"]}')
+	printf '%s\n' "$out" | tee -a "$LOG" >&2
+	[[ $(tail -n 1 <<<"$out") == 202 ]] || die "[$MODE] POST /v1/events: want 202"
+	out=$(in_chroot "$user" "cd $dir && .bin/processor -once" 2>>"$LOG") || die "[$MODE] processor -once failed: $out"
+	printf '%s\n' "$out" | tee -a "$LOG" >&2
+	out=$(curl -s -w '\n%{http_code}\n' -H "$T" "$api/v1/unique-counts")
+	printf '%s\n' "$out" | tee -a "$LOG" >&2
+	[[ $out == *'"event_name":"mhv_landing_page_accessed","unique_users":1'* ]] ||
+		die "[$MODE] unique-counts: want mhv_landing_page_accessed 1"
+	kill -TERM "$run_pid"
+	wait "$run_pid" || die "[$MODE] make run exited with status $? after SIGTERM"
+	say "[$MODE] make run: README flow ok, stopped cleanly"
+}
+
+# seed_sentinels / check_sentinels: data of "the developer's own" in every
+# database of the Redis that make test uses, and a row in the service's
+# Postgres database.
+redis_cli() { in_chroot root "redis-cli -p $REDIS_PORT $*"; }
+seed_sentinels() {
+	local db
+	for db in $(seq 0 15); do
+		redis_cli -n "$db" SET fresh:sentinel "keep-$db" >/dev/null
+	done
+	say "[$MODE] seeded fresh:sentinel in Redis databases 0-15 (redis-cli -p $REDIS_PORT)"
+}
+check_sentinels() {
+	local db got lost=0
+	for db in $(seq 0 15); do
+		got=$(redis_cli -n "$db" GET fresh:sentinel)
+		[[ $got == "keep-$db" ]] || {
+			say "[$MODE] Redis database $db lost fresh:sentinel (got '$got')"
+			lost=1
+		}
+	done
+	((!lost)) || die "[$MODE] make test deleted data it did not create"
+	got=$(in_chroot root "psql -X -Atq -h 127.0.0.1 -p $PG_PORT -U postgres -d uum -c 'SELECT count(*) FROM unique_user_events'") ||
+		die "[$MODE] cannot read the service database after make test"
+	[[ $got == 1 ]] || die "[$MODE] the service database holds $got counted pairs after make test, want 1"
+	say "[$MODE] after make test: all 16 sentinels kept, the service database still holds its 1 pair"
+}
+
+stop_twice() { # USER DIR
+	local out
+	out=$(in_chroot "$1" "cd $2 && scripts/services.sh stop" 2>&1) || die "[$MODE] services.sh stop failed: $out"
+	printf '%s\n' "$out" | tee -a "$LOG" >&2
+	[[ $out == *stopped* ]] || die "[$MODE] services.sh stop did not say what it stopped"
+	out=$(in_chroot "$1" "cd $2 && scripts/services.sh stop" 2>&1) || die "[$MODE] second services.sh stop failed: $out"
+	printf '%s\n' "$out" | tee -a "$LOG" >&2
+	[[ $out == *"nothing to stop"* ]] || die "[$MODE] a second services.sh stop did not say there was nothing to stop"
+}
+
+check_root() {
+	MODE=root LOG="$WORK/root.log"
+	: >"$LOG"
+	prepare root
+	set_urls
+	check_run root /root/uum
+	seed_sentinels
+	step "make test" root "cd /root/uum && make test"
+	check_sentinels
+	stop_twice root /root/uum
+	cleanup
+}
+
+check_user() {
+	MODE=user LOG="$WORK/user.log"
+	: >"$LOG"
+	prepare user
+	set_urls
+	local out
+	say "[$MODE] a user without sudo rights: make test must fail saying so"
+	if out=$(in_chroot nosudo "cd ~/uum && make test </dev/null" 2>&1); then
+		die "[$MODE] make test as a user without sudo succeeded?"
+	fi
+	printf '%s\n' "$out" | tail -n 3 | tee -a "$LOG" >&2
+	[[ $out == *sudo* && $out != *"apt-get update failed"* ]] || die "[$MODE] the failure does not name sudo"
+	step "make test (first command)" dev "cd ~/uum && make test"
+	check_run dev /home/dev/uum
+	stop_twice dev /home/dev/uum
+	cleanup
+}
+
+mode=${1:-all}
+base
+case $mode in
+root) check_root ;;
+user) check_user ;;
+all)
+	check_root
+	check_user
+	;;
+*) die "usage: $0 [root|user|all]" ;;
+esac
+say "PASS ($mode) at $COMMIT"
