@@ -36,12 +36,12 @@ func (e Event) AppendWire(b []byte) []byte {
 	return append(b, '}')
 }
 
-// WireSizeHint is the size of a typical wire entry, for sizing buffers.
-const WireSizeHint = 96
+// wireSizeHint is the size of a typical wire entry, for sizing buffers.
+const wireSizeHint = 96
 
 // MarshalWire returns the wire encoding of e.
 func (e Event) MarshalWire() []byte {
-	return e.AppendWire(make([]byte, 0, WireSizeHint))
+	return e.AppendWire(make([]byte, 0, wireSizeHint))
 }
 
 // DecodeError reports a buffered entry that can never be processed: a

@@ -8,10 +8,11 @@ import (
 )
 
 func ExampleEvent_MarshalWire() {
-	e := uum.Event{
-		UserID: uum.MustParseUUID("5F0C6A8E-3B1D-4C2A-9E7F-1A2B3C4D5E6F"),
-		Name:   "login",
+	id, err := uum.ParseUUID("user_id", "5F0C6A8E-3B1D-4C2A-9E7F-1A2B3C4D5E6F")
+	if err != nil {
+		panic(err)
 	}
+	e := uum.Event{UserID: id, Name: "login"}
 	wire := e.MarshalWire()
 	fmt.Println(string(wire))
 

@@ -35,15 +35,6 @@ func ParseUUID(field, s string) (UUID, error) {
 	return u, nil
 }
 
-// MustParseUUID is ParseUUID for constants in tests and examples.
-func MustParseUUID(s string) UUID {
-	u, err := ParseUUID("uuid", s)
-	if err != nil {
-		panic(err)
-	}
-	return u
-}
-
 // NewUUID returns a random (version 4) UUID.
 func NewUUID() UUID {
 	var u UUID

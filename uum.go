@@ -1,7 +1,8 @@
 // Package uum holds the domain of the unique-user metrics pipeline: the
 // buffered event and its wire format, the (user, event) pair the drain
 // deduplicates, dead letters, and the validation rules every entry point
-// shares. It depends on the standard library only; adapters (buffer, store,
+// shares. It depends on the standard library only (and stdlib-only internal
+// packages); adapters (buffer, store,
 // seencache) and services (processor, uniqueevents) build on it.
 package uum
 
@@ -9,8 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/uumhq/uum/internal/abbrev"
 )
 
 // MaxNameLen is the longest event name accepted; it matches the
@@ -38,30 +40,12 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("uum: invalid %s %s: %s", e.Field, e.QuotedValue(), e.Reason)
 }
 
-// maxShownValue bounds how much of a rejected value messages echo: enough
-// to recognise it, not a 64 KiB name in a log line or back at its sender.
-const maxShownValue = 100
-
 // QuotedValue returns the rejected value for messages: quoted, so control
 // characters and invalid UTF-8 are escaped, and cut to 100 bytes on a rune
 // boundary with a note of its full size.
 func (e *ValidationError) QuotedValue() string {
-	short, cut := Abbreviate(e.Value)
+	short, cut := abbrev.Cut(e.Value)
 	return strconv.Quote(short) + cut
-}
-
-// Abbreviate cuts s to at most 100 bytes on a rune boundary, for
-// messages. cut is empty when s is whole, else a note of the full size
-// for the caller to append after quoting or formatting short.
-func Abbreviate(s string) (short, cut string) {
-	if len(s) <= maxShownValue {
-		return s, ""
-	}
-	i := maxShownValue
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i], fmt.Sprintf("... (%d bytes in all)", len(s))
 }
 
 // Pair is the unit of uniqueness: one user, one event name.
@@ -149,15 +133,3 @@ func (p NamePolicy) Check(field, name string) error {
 
 // Restricted reports whether the policy has an allow-list.
 func (p NamePolicy) Restricted() bool { return p.allowed != nil }
-
-// SplitList splits a comma-separated list, trimming blanks and dropping
-// empty items.
-func SplitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/uuidtest"
 )
 
 const canonicalUUID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
@@ -68,22 +69,8 @@ func TestParseUUID(t *testing.T) {
 	}
 }
 
-func TestMustParseUUID(t *testing.T) {
-	t.Parallel()
-
-	t.Run("ReturnsParsed", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, canonicalUUID, uum.MustParseUUID(canonicalUUID).String())
-	})
-
-	t.Run("PanicsOnInvalid", func(t *testing.T) {
-		t.Parallel()
-		require.Panics(t, func() { uum.MustParseUUID("nope") })
-	})
-}
-
 func TestUUIDAppendText(t *testing.T) { // not parallel: AllocsPerRun
-	u := uum.MustParseUUID(canonicalUUID)
+	u := uuidtest.MustParse(canonicalUUID)
 	got, err := u.AppendText([]byte("id="))
 	require.NoError(t, err)
 	require.Equal(t, "id="+canonicalUUID, string(got))
@@ -193,47 +180,10 @@ func TestNamePolicy(t *testing.T) {
 	})
 }
 
-func TestSplitList(t *testing.T) {
-	t.Parallel()
-
-	tests := []struct {
-		name string
-		in   string
-		want []string
-	}{
-		{name: "Empty", in: "", want: nil},
-		{name: "Blanks", in: " , ,", want: nil},
-		{name: "TrimsItems", in: " 757, 668 ,123", want: []string{"757", "668", "123"}},
-		{name: "DropsEmptyItems", in: "a,,b,", want: []string{"a", "b"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tt.want, uum.SplitList(tt.in))
-		})
-	}
-}
-
-func TestKeys(t *testing.T) {
-	t.Parallel()
-
-	t.Run("BufferAndLeaseShareHashTag", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, "p:{buffer:3}:pending", uum.BufferKey("p:", 3))
-		require.Equal(t, "p:{buffer:3}:lease", uum.LeaseKey("p:", 3))
-		require.Equal(t, "p:{buffer:3}:cursor", uum.CursorKey("p:", 3))
-	})
-
-	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, "p:s:0a1b2c3d:12:345", uum.SeenKey("p:", "0a1b2c3d", 12, 345))
-	})
-}
-
 func TestEventWire(t *testing.T) {
 	t.Parallel()
 
-	user := uum.MustParseUUID(canonicalUUID)
+	user := uuidtest.MustParse(canonicalUUID)
 
 	t.Run("MarshalWireFormat", func(t *testing.T) {
 		t.Parallel()
@@ -384,7 +334,7 @@ func TestValidateNameCountsCharacters(t *testing.T) {
 
 func FuzzDecodeWire(f *testing.F) {
 	for _, seed := range []string{
-		string(uum.Event{UserID: uum.MustParseUUID(canonicalUUID), Name: "login"}.MarshalWire()),
+		string(uum.Event{UserID: uuidtest.MustParse(canonicalUUID), Name: "login"}.MarshalWire()),
 		`{"user_id":"` + strings.ToUpper(canonicalUUID) + `","event_name":"a_b.c:d-e"}`,
 		`{"v":2,"user_id":"` + canonicalUUID + `","event_name":"login"}`,
 		`{"v":1,"user_id":"` + canonicalUUID + `","event_name":"\u006cogin"}`,

@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/uuidtest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -275,7 +276,7 @@ func eventsBody(extra string) string {
 }
 
 func wire(name string) []byte {
-	return uum.Event{UserID: uum.MustParseUUID(userID), Name: name}.MarshalWire()
+	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}.MarshalWire()
 }
 
 func TestPostEvents(t *testing.T) {
@@ -602,7 +603,7 @@ func TestGetEventLogged(t *testing.T) {
 	t.Run("Logged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.store.logged[uum.Pair{UserID: uum.MustParseUUID(userID), Name: "mhv_login"}] = true
+		b.store.logged[uum.Pair{UserID: uuidtest.MustParse(userID), Name: "mhv_login"}] = true
 		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_login", readToken, "")
 		var body loggedBody
 		requireJSON(t, rec, http.StatusOK, &body)
@@ -647,7 +648,7 @@ func TestGetEventLogged(t *testing.T) {
 	t.Run("FacilityVariantOfListedNameIsLookedUp", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.store.logged[uum.Pair{UserID: uum.MustParseUUID(userID), Name: "mhv_rx_accessed_oh_site_757"}] = true
+		b.store.logged[uum.Pair{UserID: uuidtest.MustParse(userID), Name: "mhv_rx_accessed_oh_site_757"}] = true
 		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_rx_accessed_oh_site_757", readToken, "")
 		var body loggedBody
 		requireJSON(t, rec, http.StatusOK, &body)

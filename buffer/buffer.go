@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/rediskey"
 )
 
 // List is the pending-events list of one buffer shard.
@@ -30,8 +31,8 @@ type List struct {
 // New returns the list of shard under prefix.
 func New(rdb redis.UniversalClient, prefix string, shard int) *List {
 	return &List{
-		rdb: rdb, key: uum.BufferKey(prefix, shard),
-		leaseKey: uum.LeaseKey(prefix, shard), cursorKey: uum.CursorKey(prefix, shard),
+		rdb: rdb, key: rediskey.Buffer(prefix, shard),
+		leaseKey: rediskey.Lease(prefix, shard), cursorKey: rediskey.Cursor(prefix, shard),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 )
 
@@ -47,7 +48,7 @@ func testList(t *testing.T, be redistest.Backend) {
 			list:     buffer.New(conn.Client, conn.Prefix, shard),
 			cmds:     redistest.RecordCommands(conn.Client),
 			expire:   conn.Expire,
-			leaseKey: uum.LeaseKey(conn.Prefix, shard),
+			leaseKey: rediskey.Lease(conn.Prefix, shard),
 		}
 	}
 
@@ -70,7 +71,7 @@ func testList(t *testing.T, be redistest.Backend) {
 	t.Run("KeyIsBufferKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.Equal(t, uum.BufferKey(b.prefix, shard), b.list.Key())
+		require.Equal(t, rediskey.Buffer(b.prefix, shard), b.list.Key())
 	})
 
 	t.Run("PushIsOneLPush", func(t *testing.T) {
@@ -302,7 +303,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NoError(t, first.Trim(ctx, 1))
 		require.NoError(t, first.Release(ctx))
-		require.NoError(t, b.rdb.Del(ctx, uum.CursorKey(b.prefix, shard)).Err())
+		require.NoError(t, b.rdb.Del(ctx, rediskey.Cursor(b.prefix, shard)).Err())
 
 		second, err := b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err)
@@ -391,7 +392,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		if be.Isolated {
 			pattern = "*" // the whole server is ours: any key at all must be prefixed
 		}
-		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey, uum.CursorKey(b.prefix, shard)}, redistest.Keys(t, b.rdb, pattern))
+		require.ElementsMatch(t, []string{b.list.Key(), b.leaseKey, rediskey.Cursor(b.prefix, shard)}, redistest.Keys(t, b.rdb, pattern))
 	})
 }
 

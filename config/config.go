@@ -205,7 +205,7 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 // parsers convert the values whose syntax env does not know.
 var parsers = map[reflect.Type]env.ParserFunc{
 	reflect.TypeFor[bool]():     parseBool,
-	reflect.TypeFor[[]string](): func(s string) (any, error) { return uum.SplitList(s), nil },
+	reflect.TypeFor[[]string](): func(s string) (any, error) { return splitList(s), nil },
 	reflect.TypeFor[[]Token]():  parseTokens,
 }
 
@@ -253,7 +253,7 @@ func parseBool(s string) (any, error) {
 // without a colon becomes a token without a scope.
 func parseTokens(s string) (any, error) {
 	var tokens []Token
-	for _, entry := range uum.SplitList(s) {
+	for _, entry := range splitList(s) {
 		scope, value, found := strings.Cut(entry, ":")
 		if !found {
 			scope, value = "", entry
@@ -423,4 +423,16 @@ func redact(s string) string {
 	}
 	q.Set("password", "xxxxx")
 	return base + "?" + q.Encode()
+}
+
+// splitList splits a comma-separated list, trimming blanks and dropping
+// empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

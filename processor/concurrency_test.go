@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/processor"
@@ -60,9 +61,9 @@ func TestTwoDrainersOver100kEvents(t *testing.T) {
 			case <-tick.C:
 				// Expire the lease only after some progress, so the
 				// drainers overlap often but never livelock.
-				if n := b.rdb.LLen(ctx, uum.BufferKey(b.prefix, 0)).Val(); n < last {
+				if n := b.rdb.LLen(ctx, rediskey.Buffer(b.prefix, 0)).Val(); n < last {
 					last = n
-					b.rdb.Del(ctx, uum.LeaseKey(b.prefix, 0))
+					b.rdb.Del(ctx, rediskey.Lease(b.prefix, 0))
 					takeovers++
 				}
 			}

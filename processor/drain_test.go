@@ -19,6 +19,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/internal/testenv"
@@ -494,16 +495,16 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		// Another drainer takes over the lease while the first commits.
 		b.db.before = func(n int32) {
 			if n == 1 {
-				require.NoError(t, b.rdb.Set(ctx, uum.LeaseKey(b.prefix, 0), "someone-else", time.Minute).Err())
+				require.NoError(t, b.rdb.Set(ctx, rediskey.Lease(b.prefix, 0), "someone-else", time.Minute).Err())
 			}
 		}
 		sum, err := b.drainer().Drain(ctx)
 		require.NoError(t, err, "losing the lease is not a failure")
 		require.Equal(t, 0, sum.Iterations)
 		require.Len(t, b.pending(t), 4, "nothing trimmed without the lease")
-		require.Equal(t, "someone-else", b.rdb.Get(ctx, uum.LeaseKey(b.prefix, 0)).Val(), "the other lease is untouched")
+		require.Equal(t, "someone-else", b.rdb.Get(ctx, rediskey.Lease(b.prefix, 0)).Val(), "the other lease is untouched")
 
-		require.NoError(t, b.rdb.Del(ctx, uum.LeaseKey(b.prefix, 0)).Err())
+		require.NoError(t, b.rdb.Del(ctx, rediskey.Lease(b.prefix, 0)).Err())
 		b.db.before = nil
 		b.drain(t)
 		require.Equal(t, map[string]int64{"a": 4}, b.totals(t))

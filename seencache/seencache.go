@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/rediskey"
 )
 
 // DefaultBuckets spreads up to ~2 million users over hashes of at most
@@ -109,7 +110,7 @@ func (c *Cache) bucket(u uum.UUID) uint32 {
 // key returns the hash holding user u in generation g; the field is the
 // user's 16 raw bytes.
 func (c *Cache) key(scope string, g int64, u uum.UUID) string {
-	return uum.SeenKey(c.prefix, scope, g, c.bucket(u))
+	return rediskey.Seen(c.prefix, scope, g, c.bucket(u))
 }
 
 // scopeOf returns the key scope of the dictionary's database: the first 8
@@ -304,7 +305,7 @@ func (c *Cache) read(ctx context.Context, scope string, users []uum.UUID, gens .
 	for j, g := range gens {
 		cmds[j] = make([]*redis.StringCmd, len(users))
 		for i, u := range users {
-			cmds[j][i] = pipe.HGet(ctx, uum.SeenKey(c.prefix, scope, g, buckets[i]), string(u[:]))
+			cmds[j][i] = pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, buckets[i]), string(u[:]))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

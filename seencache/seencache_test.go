@@ -20,7 +20,9 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/uuidtest"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
@@ -46,7 +48,7 @@ type fakeDict struct {
 
 // fakeInstance is the database identity of every fakeDict; its key scope
 // is the first 8 hex digits.
-var fakeInstance = uum.MustParseUUID("0a1b2c3d-0000-4000-8000-000000000000")
+var fakeInstance = uuidtest.MustParse("0a1b2c3d-0000-4000-8000-000000000000")
 
 const fakeScope = "0a1b2c3d"
 
@@ -160,7 +162,7 @@ func seenKey(prefix string, g int64, u uum.UUID, buckets uint32) string {
 func scopedSeenKey(prefix, scope string, g int64, u uum.UUID, buckets uint32) string {
 	h := fnv.New32a()
 	_, _ = h.Write(u[:])
-	return uum.SeenKey(prefix, scope, g, h.Sum32()%buckets)
+	return rediskey.Seen(prefix, scope, g, h.Sum32()%buckets)
 }
 
 // bitsSet decodes a bitmap numbered like SETBIT (bit 0 is the top bit of
@@ -523,7 +525,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		// Same Redis, same prefix, same names, another database: a
 		// recreated one, or a second deployment.
 		other := newFakeDict()
-		other.instance = uum.MustParseUUID("ffffffff-0000-4000-8000-000000000000")
+		other.instance = uuidtest.MustParse("ffffffff-0000-4000-8000-000000000000")
 		_, err := other.EventIDs(ctx, []string{"a"})
 		require.NoError(t, err)
 		c := seencache.New(b.rdb, b.prefix, ttl, other, seencache.WithClock(b.clock.Now))

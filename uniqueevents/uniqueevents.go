@@ -21,6 +21,10 @@ import (
 	"github.com/uumhq/uum/config"
 )
 
+// entrySizeHint is the size of a typical wire entry, for sizing the
+// buffer LogEvents encodes into.
+const entrySizeHint = 96
+
 // MetricLogDuration is the statsd timing of each LogEvents call that
 // reached the Redis push, in ms, tagged "outcome:ok" or "outcome:error".
 const MetricLogDuration = "uum.unique_user_metrics.log_events.duration"
@@ -141,7 +145,7 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 	// One backing array for all entries: this runs on every request, and
 	// allocation rate is what sets the GC's share of the latency tail.
 	entries := make([][]byte, len(expanded))
-	buf := make([]byte, 0, len(expanded)*uum.WireSizeHint)
+	buf := make([]byte, 0, len(expanded)*entrySizeHint)
 	for i, n := range expanded {
 		start := len(buf)
 		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf)

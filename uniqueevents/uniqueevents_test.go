@@ -23,6 +23,7 @@ import (
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/uuidtest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -98,7 +99,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		}
 		client, err := uniqueevents.New(cfg, list, nil, nil, opts.stats, nil)
 		require.NoError(t, err)
-		return &testBundle{client: client, list: list, cmds: cmds, user: uum.MustParseUUID(userID)}
+		return &testBundle{client: client, list: list, cmds: cmds, user: uuidtest.MustParse(userID)}
 	}
 	user := uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}
 
@@ -460,7 +461,7 @@ func TestEventLogged(t *testing.T) {
 	t.Parallel()
 
 	ctx := context.Background()
-	pair := uum.Pair{UserID: uum.MustParseUUID(userID), Name: "login"}
+	pair := uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"}
 
 	type bundle struct {
 		client *uniqueevents.Client

@@ -15,6 +15,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
 )
 
@@ -114,7 +115,7 @@ func TestRun(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, status, body)
 		require.JSONEq(t, `{"buffered_events":["mhv_rx_accessed","mhv_rx_accessed_oh_site_757","mhv_inbox_accessed"]}`, body)
 
-		entries, err := b.Redis.LRange(t.Context(), uum.BufferKey(b.Prefix, 0), 0, -1).Result()
+		entries, err := b.Redis.LRange(t.Context(), rediskey.Buffer(b.Prefix, 0), 0, -1).Result()
 		require.NoError(t, err)
 		id, err := uum.ParseUUID("user_id", userID)
 		require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestRun(t *testing.T) {
 		status, _ := b.do(t, http.MethodPost, s.base+"/v1/events", readToken,
 			`{"user_id":"`+userID+`","event_names":["mhv_rx_accessed"]}`)
 		require.Equal(t, http.StatusForbidden, status)
-		n, err := b.Redis.LLen(t.Context(), uum.BufferKey(b.Prefix, 0)).Result()
+		n, err := b.Redis.LLen(t.Context(), rediskey.Buffer(b.Prefix, 0)).Result()
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})

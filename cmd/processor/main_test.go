@@ -15,6 +15,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
 )
 
@@ -78,12 +79,12 @@ func (b *testBundle) push(t *testing.T, entries ...string) {
 	for i, e := range entries {
 		args[i] = e
 	}
-	require.NoError(t, b.Redis.LPush(t.Context(), uum.BufferKey(b.Prefix, 0), args...).Err())
+	require.NoError(t, b.Redis.LPush(t.Context(), rediskey.Buffer(b.Prefix, 0), args...).Err())
 }
 
 func (b *testBundle) pending(t *testing.T) int64 {
 	t.Helper()
-	n, err := b.Redis.LLen(t.Context(), uum.BufferKey(b.Prefix, 0)).Result()
+	n, err := b.Redis.LLen(t.Context(), rediskey.Buffer(b.Prefix, 0)).Result()
 	require.NoError(t, err)
 	return n
 }
@@ -194,7 +195,7 @@ func TestRunOnce(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.push(t, wire(userA, "mhv_rx_accessed"))
-		require.NoError(t, b.Redis.Set(t.Context(), uum.LeaseKey(b.Prefix, 0), "another-drainer", time.Minute).Err())
+		require.NoError(t, b.Redis.Set(t.Context(), rediskey.Lease(b.Prefix, 0), "another-drainer", time.Minute).Err())
 
 		sum := b.once(t)
 		require.Equal(t, true, sum["skipped"])
@@ -285,7 +286,7 @@ func TestRunService(t *testing.T) {
 			return err == nil && n == 3
 		}, 20*time.Second, 50*time.Millisecond, "the scheduled drain commits the buffer")
 		require.Eventually(t, func() bool {
-			n, err := b.Redis.LLen(ctx, uum.BufferKey(b.Prefix, 0)).Result()
+			n, err := b.Redis.LLen(ctx, rediskey.Buffer(b.Prefix, 0)).Result()
 			return err == nil && n == 0
 		}, 10*time.Second, 20*time.Millisecond, "the drain trims what it committed")
 

@@ -1,0 +1,36 @@
+// Package rediskey builds every Redis key uum writes. Each key starts with
+// the configured prefix.
+//
+// The buffer list, its lease and its cursor share a {hash tag} so the
+// fenced trim script, which reads the lease, trims the list and advances
+// the cursor, touches one cluster slot. The shard number is in the tag so
+// shards spread across slots when buffers are sharded over Redis Cluster.
+package rediskey
+
+import "strconv"
+
+// Buffer returns the key of the pending-events list of a shard.
+func Buffer(prefix string, shard int) string {
+	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:pending"
+}
+
+// Lease returns the key of the drain lease of a shard.
+func Lease(prefix string, shard int) string {
+	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:lease"
+}
+
+// Cursor returns the key of a shard's cursor: a hash holding the shard's
+// epoch and the number of entries ever trimmed from it, which together
+// give every buffered entry a stable uum.Position.
+func Cursor(prefix string, shard int) string {
+	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:cursor"
+}
+
+// Seen returns the seen-cache hash of one bucket of users in one
+// generation, for the database whose identity is scope. Users are spread
+// over buckets so each hash stays small enough for Redis's compact
+// listpack encoding, where a user costs ~20 bytes against ~150 for a key
+// of its own.
+func Seen(prefix, scope string, generation int64, bucket uint32) string {
+	return prefix + "s:" + scope + ":" + strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
+}
