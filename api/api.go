@@ -56,13 +56,14 @@ type server struct {
 	tokens []token
 	logger *slog.Logger
 	mux    *http.ServeMux
+	dlq    DeadLetters // nil: no /v1/dlq routes
 }
 
 // New returns the HTTP handler. POST routes need a token with scope
 // "ingest", GET routes one with scope "read"; "admin" grants both.
 // /healthz and /readyz are open; /readyz pings every entry of ready by
 // name. A nil logger discards logs.
-func New(cfg config.API, events EventLogger, counts CountReader, ready map[string]Pinger, logger *slog.Logger) http.Handler {
+func New(cfg config.API, events EventLogger, counts CountReader, ready map[string]Pinger, logger *slog.Logger, opts ...Option) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -74,6 +75,9 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 		logger: logger,
 		mux:    http.NewServeMux(),
 	}
+	for _, o := range opts {
+		o(s)
+	}
 	s.routes()
 	return s.logRequests(s)
 }
@@ -82,6 +86,7 @@ func (s *server) routes() {
 	s.mux.Handle("POST /v1/events", s.require(scopeIngest, s.postEvents))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
+	s.dlqRoutes()
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 }

@@ -18,7 +18,7 @@ const (
 	scopeAdmin = scopeIngest | scopeRead
 )
 
-var scopeNames = map[scope]string{scopeIngest: "ingest", scopeRead: "read"}
+var scopeNames = map[scope]string{scopeIngest: "ingest", scopeRead: "read", scopeAdmin: "admin"}
 
 // token is a configured bearer token. Only its hash is kept, so comparing
 // takes the same time whatever the length of the presented token.

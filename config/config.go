@@ -28,13 +28,14 @@ import (
 // The fields of the components carry their variable in an env tag, its
 // default in envDefault and its description in desc; Vars reads them there.
 type Config struct {
-	Redis     Redis
-	Database  Database
-	Processor Processor
-	Cache     Cache
-	Events    Events
-	API       API
-	Statsd    Statsd
+	Redis      Redis
+	Database   Database
+	Processor  Processor
+	Cache      Cache
+	Events     Events
+	API        API
+	Statsd     Statsd
+	Operations Operations
 }
 
 // Redis configures the Redis that holds the event buffer, the drain lease
@@ -75,7 +76,7 @@ type Cache struct {
 	TTL time.Duration `env:"UUM_CACHE_TTL" envDefault:"168h" desc:"A cached seen pair is dropped between TTL/2 and TTL after its last use (at least 1s)."`
 	// Buckets is how many Redis hashes the cached users are spread over;
 	// keep users/Buckets well under Redis's hash-max-listpack-entries (128).
-	Buckets int `env:"UUM_CACHE_BUCKETS" envDefault:"16384" desc:"Redis hashes the seen-cache spreads users over (about users/90; changing it empties the cache)."`
+	Buckets int `env:"UUM_CACHE_BUCKETS" envDefault:"16384" desc:"Redis hashes the seen-cache spreads users over (about users/64; changing it empties the cache)."`
 }
 
 // Events configures the logging of events on the request path.
@@ -323,6 +324,7 @@ func (c Config) validate(r *report) {
 	r.check("UUM_API_ADDR", validHostPort(c.API.Addr), hostPort)
 	validateTokens(r, "UUM_API_TOKENS", c.API.Tokens)
 	r.check(statsdAddr, c.Statsd.Addr == "" || validHostPort(c.Statsd.Addr), hostPort)
+	c.Operations.validate(r)
 }
 
 func (p Processor) validate(r *report) {

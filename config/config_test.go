@@ -37,10 +37,11 @@ var defaults = config.Config{
 		MaxRetry:      3,
 		LeaseTTL:      30 * time.Second,
 	},
-	Cache:  config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
-	Events: config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
-	API:    config.API{Addr: "127.0.0.1:8080"},
-	Statsd: config.Statsd{Addr: "127.0.0.1:8125"},
+	Cache:      config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
+	Events:     config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
+	API:        config.API{Addr: "127.0.0.1:8080"},
+	Statsd:     config.Statsd{Addr: "127.0.0.1:8125"},
+	Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
 }
 
 const (
@@ -113,7 +114,8 @@ func TestLoad(t *testing.T) {
 				{Scope: "ingest", Value: ingestToken},
 				{Scope: "admin", Value: adminToken},
 			}},
-			Statsd: config.Statsd{Addr: "[::1]:9125"},
+			Statsd:     config.Statsd{Addr: "[::1]:9125"},
+			Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
 		}, cfg)
 	})
 
@@ -179,7 +181,10 @@ func TestLoadRejects(t *testing.T) {
 	for _, value := range []string{"abc", "-1", "1.5"} {
 		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})
 	}
-	for _, name := range []string{"UUM_DRAIN_INTERVAL", "UUM_DRAIN_LEASE_TTL", "UUM_CACHE_TTL"} {
+	for _, value := range []string{"abc", "-1h", "10"} {
+		cases = append(cases, testCase{"UUM_DLQ_RETENTION", value, `UUM_DLQ_RETENTION: must be a non-negative duration, got "` + value + `"`})
+	}
+	for _, name := range []string{"UUM_DRAIN_INTERVAL", "UUM_DRAIN_LEASE_TTL", "UUM_CACHE_TTL", "UUM_RECONCILE_INTERVAL"} {
 		for _, value := range []string{"abc", "10", "500ms", "0", "-1m"} {
 			cases = append(cases, testCase{name, value, name + `: must be a duration of at least 1s, got "` + value + `"`})
 		}

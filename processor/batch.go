@@ -20,14 +20,20 @@ type batch struct {
 }
 
 // decode splits the raw entries into events and dead letters. A poison
-// entry never stops the batch.
-func (b *batch) decode() {
+// entry never stops the batch. With names, an entry whose name today's
+// policy does not accept is dead-lettered too, to be replayed once the
+// policy is fixed.
+func (b *batch) decode(names NameChecker) {
 	b.events = make([]uum.Event, 0, len(b.raw))
 	for i, r := range b.raw {
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
 		if errors.As(err, &de) {
 			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
+			continue
+		}
+		if reason := policyReason(names, ev.Name); reason != "" {
+			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), reason, b.at.Add(i)))
 			continue
 		}
 		b.events = append(b.events, ev)

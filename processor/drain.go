@@ -83,17 +83,23 @@ type Drainer struct {
 	db     batchStore
 	stats  statsd.ClientInterface
 	logger *slog.Logger
+	names  NameChecker        // nil: any valid name counts
+	runs   RunFailureRecorder // nil: exhausted runs are only logged
 }
 
 // NewDrainer returns a drainer. stats may be nil.
-func NewDrainer(cfg config.Processor, buf source, seen seenCache, db batchStore, stats statsd.ClientInterface, logger *slog.Logger) *Drainer {
+func NewDrainer(cfg config.Processor, buf source, seen seenCache, db batchStore, stats statsd.ClientInterface, logger *slog.Logger, opts ...Option) *Drainer {
 	if stats == nil {
 		stats = &statsd.NoOpClient{}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Drainer{cfg: cfg, buf: buf, seen: seen, db: db, stats: stats, logger: logger}
+	d := &Drainer{cfg: cfg, buf: buf, seen: seen, db: db, stats: stats, logger: logger}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 // stepError names the drain step that failed; it becomes the error_class
@@ -289,7 +295,7 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 	if len(raw) == 0 {
 		return b
 	}
-	b.decode()
+	b.decode(d.names)
 	b.dedupe()
 	hits, err := d.seen.Seen(ctx, b.pairs)
 	if err != nil {

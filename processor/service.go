@@ -43,6 +43,7 @@ type Service struct {
 	stopped  bool               // set by Stop: no drain starts after it
 	running  context.CancelFunc // cancels the drain in progress, if any
 	stopOnce sync.Once
+	periodic []periodicTask // scheduled beside the drain
 }
 
 // NewService returns a service whose asynq state lives in the Redis of
@@ -62,6 +63,8 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 		IsFailure: func(err error) bool {
 			return !errors.Is(err, context.Canceled)
 		},
+		// A run that fails its last retry becomes a dead letter.
+		ErrorHandler: asynq.ErrorHandlerFunc(d.HandleError),
 		RetryDelayFunc: func(n int, _ error, _ *asynq.Task) time.Duration {
 			return retryDelay(n, cfg.DrainInterval)
 		},
@@ -89,6 +92,9 @@ func (d *Drainer) ProcessTask(ctx context.Context, _ *asynq.Task) error {
 func (s *Service) Start() error {
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(TaskDrain, s.process)
+	if err := s.registerPeriodic(mux); err != nil {
+		return fmt.Errorf("register periodic task: %w", err)
+	}
 	if err := s.srv.Start(mux); err != nil {
 		return fmt.Errorf("start asynq server: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
@@ -125,13 +126,22 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) error
 	ids := make([]string, len(dls))
 	raws := make([][]byte, len(dls))
 	reasons := make([]string, len(dls))
+	names := make([]pgtype.Text, len(dls))
+	users := make([]pgtype.UUID, len(dls))
 	for i, d := range dls {
 		ids[i], raws[i], reasons[i] = d.CorrelationID, d.Raw, d.Reason
+		name, user := describeEntry(d.Raw)
+		if name != nil {
+			names[i] = pgtype.Text{String: *name, Valid: true}
+		}
+		if user != nil {
+			users[i] = pgtype.UUID{Bytes: *user, Valid: true}
+		}
 	}
 	_, err := db.Exec(ctx, `
-		INSERT INTO dead_letters (correlation_id, raw, reason)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[])
-		ON CONFLICT (correlation_id) DO NOTHING`, ids, raws, reasons)
+		INSERT INTO dead_letters (correlation_id, raw, reason, event_name, user_id)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[])
+		ON CONFLICT (correlation_id) DO NOTHING`, ids, raws, reasons, names, users)
 	if err != nil {
 		return fmt.Errorf("insert dead letters: %w", err)
 	}
@@ -223,33 +233,6 @@ func (s *Store) InstanceID(ctx context.Context) (uum.UUID, error) {
 		return uum.UUID{}, fmt.Errorf("instance id: %w", interpret(err))
 	}
 	return id, nil
-}
-
-// SeenCacheEpoch returns the seen-cache's current epoch, part of its key
-// scope: cache entries written under another epoch are never read.
-func (s *Store) SeenCacheEpoch(ctx context.Context) (int64, error) {
-	var epoch int64
-	if err := s.pool.QueryRow(ctx, `SELECT seen_cache_epoch FROM uum_instance`).Scan(&epoch); err != nil {
-		return 0, fmt.Errorf("seen cache epoch: %w", interpret(err))
-	}
-	return epoch, nil
-}
-
-// ResetSeenCache sets a new seen-cache epoch and returns it, so every
-// process drops the cache within its scope refresh interval. The epoch is
-// the current time in microseconds (and always above the last): after a
-// restore brought an old epoch back, a reset still lands on one never
-// used before, whose keys cannot be in Redis.
-func (s *Store) ResetSeenCache(ctx context.Context) (int64, error) {
-	var epoch int64
-	err := s.pool.QueryRow(ctx, `
-		UPDATE uum_instance
-		SET seen_cache_epoch = greatest(seen_cache_epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
-		RETURNING seen_cache_epoch`).Scan(&epoch)
-	if err != nil {
-		return 0, fmt.Errorf("reset seen cache: %w", interpret(err))
-	}
-	return epoch, nil
 }
 
 // ErrSchema is returned when the schema is missing or out of date: run the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -58,7 +59,7 @@ func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writ
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
-	}, logger)
+	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)))
 
 	ln, err := net.Listen("tcp", cfg.API.Addr)
 	if err != nil {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
-	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/uniqueevents"
 )
 
 func main() {
@@ -37,15 +38,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
-	resetSeen := fs.Bool("reset-seen-cache", false, "invalidate the seen-cache (after Postgres lost committed rows) and exit")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", app.ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", app.ErrUsage, fs.Args())
-	}
-	if *once && *resetSeen {
-		return fmt.Errorf("%w: -once and -reset-seen-cache exclude each other", app.ErrUsage)
 	}
 	deps, err := app.Start(ctx, lookup, stderr)
 	if err != nil {
@@ -53,10 +50,14 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	defer deps.Close()
 	cfg, logger := deps.Config, deps.Log()
-	if *resetSeen {
-		return resetSeenCache(ctx, deps, stdout)
+	// The drain applies the same name policy as LogEvents, so entries
+	// from producers that bypassed it are dead-lettered, not counted.
+	names, err := uniqueevents.New(cfg.Events, deps.Buffer, nil, nil, nil, logger)
+	if err != nil {
+		return err
 	}
-	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger)
+	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
+		processor.WithNames(names), processor.WithRunFailures(deps.Store))
 
 	if *once {
 		sum, err := drainer.Drain(ctx)
@@ -78,6 +79,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
 	svc := processor.NewService(redisOpt, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
+	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
+	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
+		_, err := dead.Purge(ctx, cfg.Operations.DLQRetention)
+		return err
+	})
 	if err := svc.Start(); err != nil {
 		return err
 	}
@@ -85,17 +91,4 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	logger.Info("processor stopping")
 	svc.Stop()
 	return nil
-}
-
-// resetSeenCache bumps the seen-cache epoch in Postgres. Running
-// processes re-read it within seencache.DefaultScopeRefresh; the old keys
-// are never read again and expire.
-func resetSeenCache(ctx context.Context, deps *app.App, stdout io.Writer) error {
-	epoch, err := deps.Store.ResetSeenCache(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes stop using the old one within %s\n",
-		epoch, seencache.DefaultScopeRefresh)
-	return err
 }

@@ -1,0 +1,193 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/internal/abbrev"
+)
+
+// DeadLetters is the dead-letter queue the admin routes work on;
+// *dlq.Queue satisfies it. Get, Replay and Delete return uum.ErrNotFound
+// for an unknown id; Replay returns *dlq.InvalidError when the entry is
+// still invalid and dlq.ErrDeleted for a deleted one.
+type DeadLetters interface {
+	List(ctx context.Context, f uum.DeadLetterFilter, cursor string, limit int) (dlq.Page, error)
+	Get(ctx context.Context, id int64) (uum.DeadLetterRecord, error)
+	Replay(ctx context.Context, id int64) error
+	ReplayMatching(ctx context.Context, f uum.DeadLetterFilter, dryRun bool, progress func(done int)) (dlq.BulkResult, error)
+	Delete(ctx context.Context, id int64) error
+}
+
+var _ DeadLetters = (*dlq.Queue)(nil)
+
+// Option adds optional routes to the handler.
+type Option func(*server)
+
+// WithDeadLetters serves the dead-letter queue under /v1/dlq (scope
+// admin).
+func WithDeadLetters(q DeadLetters) Option { return func(s *server) { s.dlq = q } }
+
+func (s *server) dlqRoutes() {
+	if s.dlq == nil {
+		return
+	}
+	s.mux.Handle("GET /v1/dlq", s.require(scopeAdmin, s.listDLQ))
+	s.mux.Handle("GET /v1/dlq/{id}", s.require(scopeAdmin, s.getDLQ))
+	s.mux.Handle("POST /v1/dlq/{id}/replay", s.require(scopeAdmin, s.replayDLQ))
+	s.mux.Handle("POST /v1/dlq/replay", s.require(scopeAdmin, s.replayDLQMatching))
+	s.mux.Handle("DELETE /v1/dlq/{id}", s.require(scopeAdmin, s.deleteDLQ))
+}
+
+// dlqItem is a dead letter as JSON: the raw entry as text when it is
+// UTF-8, else base64. Listings carry only the first 100 bytes.
+type dlqItem struct {
+	uum.DeadLetterRecord
+	Raw       *string `json:"raw,omitempty"`
+	RawBase64 []byte  `json:"raw_base64,omitempty"`
+	RawCut    string  `json:"raw_cut,omitempty"`
+}
+
+func newDLQItem(r uum.DeadLetterRecord, preview bool) dlqItem {
+	it := dlqItem{DeadLetterRecord: r}
+	if !utf8.Valid(r.Raw) {
+		it.RawBase64 = r.Raw
+		return it
+	}
+	raw := string(r.Raw)
+	if preview {
+		raw, it.RawCut = abbrev.Cut(raw)
+	}
+	it.Raw = &raw
+	return it
+}
+
+// listDLQ serves GET /v1/dlq?status=&reason=&event_name=&correlation_id=&from=&to=&cursor=&limit=.
+func (s *server) listDLQ(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, err := dlq.ParseFilter(q.Get)
+	if writeInvalid(w, err) {
+		return
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > dlq.MaxPageSize {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(dlq.MaxPageSize))
+			return
+		}
+	}
+	page, err := s.dlq.List(r.Context(), f, q.Get("cursor"), limit)
+	if errors.Is(err, dlq.ErrBadCursor) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "cursor", "cursor must be a next_cursor this endpoint returned")
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "dead-letter store", err)
+		return
+	}
+	items := make([]dlqItem, len(page.DeadLetters))
+	for i, d := range page.DeadLetters {
+		items[i] = newDLQItem(d, true)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": items, "next_cursor": page.NextCursor})
+}
+
+// dlqID parses the {id} path value, answering 400 if it is not one.
+func dlqID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "id", "id must be a positive integer, got "+strconv.Quote(r.PathValue("id")))
+		return 0, false
+	}
+	return id, true
+}
+
+// dlqFailed answers the errors the id routes share, or 503.
+func (s *server) dlqFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var inv *dlq.InvalidError
+	switch {
+	case errors.Is(err, uum.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "id", "no dead letter "+r.PathValue("id"))
+	case errors.Is(err, dlq.ErrDeleted):
+		writeError(w, http.StatusConflict, "deleted", "id", "dead letter "+r.PathValue("id")+" is deleted")
+	case errors.As(err, &inv):
+		writeError(w, http.StatusUnprocessableEntity, "still_invalid", "", inv.Reason)
+	default:
+		s.unavailable(w, r, "dead-letter store", err)
+	}
+}
+
+// getDLQ serves GET /v1/dlq/{id}.
+func (s *server) getDLQ(w http.ResponseWriter, r *http.Request) {
+	id, ok := dlqID(w, r)
+	if !ok {
+		return
+	}
+	d, err := s.dlq.Get(r.Context(), id)
+	if err != nil {
+		s.dlqFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, newDLQItem(d, false))
+}
+
+// replayDLQ serves POST /v1/dlq/{id}/replay.
+func (s *server) replayDLQ(w http.ResponseWriter, r *http.Request) {
+	id, ok := dlqID(w, r)
+	if !ok {
+		return
+	}
+	if err := s.dlq.Replay(r.Context(), id); err != nil {
+		s.dlqFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": uum.DLQReplayed})
+}
+
+// replayDLQMatching serves POST /v1/dlq/replay?<filters>[&dry_run=true].
+func (s *server) replayDLQMatching(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, err := dlq.ParseFilter(q.Get)
+	if writeInvalid(w, err) {
+		return
+	}
+	dry := false
+	if v := q.Get("dry_run"); v != "" {
+		if dry, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "dry_run", "dry_run must be true or false, got "+strconv.Quote(v))
+			return
+		}
+	}
+	res, err := s.dlq.ReplayMatching(r.Context(), f, dry, nil)
+	if errors.Is(err, dlq.ErrBadStatus) {
+		writeError(w, http.StatusBadRequest, "invalid_request", "status", "only open or replayed dead letters can be replayed")
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "dead-letter store", err)
+		return
+	}
+	if dry {
+		writeJSON(w, http.StatusOK, map[string]any{"would_replay": res.Replayed, "still_invalid": res.StillInvalid, "more": res.More})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// deleteDLQ serves DELETE /v1/dlq/{id}.
+func (s *server) deleteDLQ(w http.ResponseWriter, r *http.Request) {
+	id, ok := dlqID(w, r)
+	if !ok {
+		return
+	}
+	if err := s.dlq.Delete(r.Context(), id); err != nil {
+		s.dlqFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": uum.DLQDeleted})
+}

@@ -1,0 +1,19 @@
+package config
+
+import "time"
+
+// Operations configures what operators run beside the drain: the
+// dead-letter retention and the reconciliation of the totals.
+type Operations struct {
+	// DLQRetention is how long replayed or deleted dead letters are kept;
+	// 0 keeps them forever. Open ones are never purged.
+	DLQRetention time.Duration `env:"UUM_DLQ_RETENTION" desc:"Age after which replayed or deleted dead letters are purged (e.g. 720h); empty keeps them forever. Open ones are never purged."`
+	// ReconcileInterval is the time between reconciliation runs, which also
+	// purge old dead letters.
+	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
+}
+
+func (o Operations) validate(r *report) {
+	r.check("UUM_DLQ_RETENTION", o.DLQRetention >= 0, "must be a non-negative duration")
+	r.check("UUM_RECONCILE_INTERVAL", o.ReconcileInterval >= time.Second, atLeastSecond)
+}

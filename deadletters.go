@@ -1,0 +1,59 @@
+package uum
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned when a requested record does not exist.
+var ErrNotFound = errors.New("uum: not found")
+
+// Dead-letter statuses. A dead letter is open until it is replayed or
+// deleted; closed rows are kept until the retention purge.
+const (
+	DLQOpen     = "open"
+	DLQReplayed = "replayed"
+	DLQDeleted  = "deleted"
+)
+
+// Dead-letter kinds: a buffered entry the drain could not count, or a
+// drain run that failed on every retry (its entries stay buffered).
+const (
+	DLQKindEntry = "entry"
+	DLQKindRun   = "run"
+)
+
+// DeadLetterRecord is a row of the dead-letter queue as operators see it.
+type DeadLetterRecord struct {
+	ID            int64      `json:"id"`
+	CorrelationID string     `json:"correlation_id"`
+	Kind          string     `json:"kind"`
+	Reason        string     `json:"reason"`
+	Raw           []byte     `json:"-"`
+	EventName     *string    `json:"event_name"`
+	UserID        *string    `json:"user_id"`
+	OrgID         *string    `json:"org_id"`
+	FirstFailedAt time.Time  `json:"first_failed_at"`
+	LastFailedAt  time.Time  `json:"last_failed_at"`
+	Attempts      int        `json:"attempts"`
+	Status        string     `json:"status"`
+	ClosedAt      *time.Time `json:"closed_at"`
+}
+
+// DeadLetterFilter selects dead letters. Zero fields match everything.
+type DeadLetterFilter struct {
+	Status        string    // exact status
+	Reason        string    // substring of the reason
+	EventName     string    // exact event name
+	CorrelationID string    // exact correlation id
+	From          time.Time // first failure at or after
+	To            time.Time // first failure before
+}
+
+// RunFailure is a drain run that failed on its last retry: the task id is
+// its correlation id.
+type RunFailure struct {
+	CorrelationID string
+	Reason        string
+	Attempts      int
+}

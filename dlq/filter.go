@@ -1,0 +1,43 @@
+package dlq
+
+import (
+	"time"
+
+	"github.com/uumhq/uum"
+)
+
+// ParseFilter reads the filters shared by the API's query parameters and
+// uumctl's flags: status, reason, event_name, correlation_id, from and to
+// (RFC 3339). get returns a parameter's value, "" when absent. A bad value
+// is a *uum.ValidationError naming the parameter.
+func ParseFilter(get func(name string) string) (uum.DeadLetterFilter, error) {
+	f := uum.DeadLetterFilter{
+		Status:        get("status"),
+		Reason:        get("reason"),
+		EventName:     get("event_name"),
+		CorrelationID: get("correlation_id"),
+	}
+	switch f.Status {
+	case "", uum.DLQOpen, uum.DLQReplayed, uum.DLQDeleted:
+	default:
+		return f, &uum.ValidationError{Field: "status", Value: f.Status, Reason: "must be open, replayed or deleted"}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		s := get(p.name)
+		if s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return f, &uum.ValidationError{Field: p.name, Value: s, Reason: "must be an RFC 3339 time such as 2026-01-02T15:04:05Z"}
+		}
+		*p.dst = t
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
+		return f, &uum.ValidationError{Field: "to", Value: get("to"), Reason: "must be after from"}
+	}
+	return f, nil
+}

@@ -1,0 +1,79 @@
+package processor
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/uumhq/uum"
+)
+
+// Option configures a Drainer.
+type Option func(*Drainer)
+
+// NameChecker applies the event-name policy; *uniqueevents.Client
+// satisfies it. Loggable returns an error (a *uum.ValidationError whose
+// Reason becomes the dead letter's) if name may not be counted.
+type NameChecker interface {
+	Loggable(name string) error
+}
+
+// WithNames makes the drain dead-letter entries whose name the policy
+// does not accept (a producer that bypassed validation, a name since
+// removed from UUM_EVENT_NAMES) instead of counting them.
+func WithNames(n NameChecker) Option { return func(d *Drainer) { d.names = n } }
+
+// RunFailureRecorder stores drain runs that failed on every retry in the
+// dead-letter queue; *store.Store satisfies it.
+type RunFailureRecorder interface {
+	RecordRunFailure(ctx context.Context, f uum.RunFailure) error
+}
+
+// WithRunFailures makes HandleError record drain runs that exhausted
+// their retries in r.
+func WithRunFailures(r RunFailureRecorder) Option { return func(d *Drainer) { d.runs = r } }
+
+// policyReason returns why names rejects name, or "" if it accepts it or
+// there is no policy.
+func policyReason(names NameChecker, name string) string {
+	if names == nil {
+		return ""
+	}
+	err := names.Loggable(name)
+	if err == nil {
+		return ""
+	}
+	if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
+		return ve.Reason
+	}
+	return err.Error()
+}
+
+// HandleError is the asynq error handler of drain tasks: a run that
+// failed its last retry becomes a dead letter whose correlation id is the
+// task id. Its entries stay buffered for the next scheduled run; the row
+// makes the failure visible after asynq's archive forgets it.
+func (d *Drainer) HandleError(ctx context.Context, t *asynq.Task, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // a shutdown: asynq retries it without counting
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	id, _ := asynq.GetTaskID(ctx)
+	if retried < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+		return
+	}
+	d.logger.ErrorContext(ctx, "drain run failed on its last retry", "task_id", id, "attempts", retried+1, "error", err)
+	if d.runs == nil {
+		return
+	}
+	rctx, cancel := detach(ctx, finishTimeout)
+	defer cancel()
+	f := uum.RunFailure{CorrelationID: "task_" + id, Reason: err.Error(), Attempts: retried + 1}
+	if rerr := d.runs.RecordRunFailure(rctx, f); rerr != nil {
+		d.logger.ErrorContext(ctx, "record failed drain run", "task_id", id, "error", rerr)
+		return
+	}
+	_ = d.stats.Incr(MetricDeadLettered, []string{"kind:run"}, 1) // statsd is best-effort UDP
+}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/uumhq/uum"
+)
+
+// deadLetterColumns are the columns scanDeadLetter reads, in its order.
+const deadLetterColumns = `id, correlation_id, kind, reason, raw, event_name, user_id::text, org_id,
+	created_at, last_failed_at, attempts, status, closed_at`
+
+func scanDeadLetter(row pgx.Row) (uum.DeadLetterRecord, error) {
+	var r uum.DeadLetterRecord
+	err := row.Scan(&r.ID, &r.CorrelationID, &r.Kind, &r.Reason, &r.Raw, &r.EventName, &r.UserID, &r.OrgID,
+		&r.FirstFailedAt, &r.LastFailedAt, &r.Attempts, &r.Status, &r.ClosedAt)
+	return r, err
+}
+
+// DeadLetters returns up to limit dead letters matching f with an id below
+// before (0 for the newest), newest first: a page of a cursor walk.
+func (s *Store) DeadLetters(ctx context.Context, f uum.DeadLetterFilter, before int64, limit int) ([]uum.DeadLetterRecord, error) {
+	where, args := deadLetterWhere(f)
+	args = append(args, before, limit)
+	q := `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE ` + where +
+		fmt.Sprintf(` AND ($%d = 0 OR id < $%d) ORDER BY id DESC LIMIT $%d`, len(args)-1, len(args)-1, len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uum.DeadLetterRecord, error) { return scanDeadLetter(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
+	}
+	return out, nil
+}
+
+// deadLetterWhere builds the condition of f with positional arguments.
+func deadLetterWhere(f uum.DeadLetterFilter) (string, []any) {
+	conds := []string{"true"}
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(args))))
+	}
+	if f.Status != "" {
+		add("status = ?", f.Status)
+	}
+	if f.Reason != "" {
+		add("strpos(reason, ?) > 0", f.Reason)
+	}
+	if f.EventName != "" {
+		add("event_name = ?", f.EventName)
+	}
+	if f.CorrelationID != "" {
+		add("correlation_id = ?", f.CorrelationID)
+	}
+	if !f.From.IsZero() {
+		add("created_at >= ?", f.From)
+	}
+	if !f.To.IsZero() {
+		add("created_at < ?", f.To)
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// DeadLetter returns one dead letter by id, or uum.ErrNotFound.
+func (s *Store) DeadLetter(ctx context.Context, id int64) (uum.DeadLetterRecord, error) {
+	r, err := scanDeadLetter(s.pool.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("dead letter %d: %w", id, uum.ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("dead letter %d: %w", id, interpret(err))
+	}
+	return r, nil
+}
+
+// MarkDeadLettersReplayed closes the given dead letters as replayed and
+// returns how many it closed. Deleted ones stay deleted and unknown ids are
+// skipped, so a caller of one id reads 0 as uum.ErrNotFound.
+func (s *Store) MarkDeadLettersReplayed(ctx context.Context, ids []int64) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE dead_letters
+		SET status = 'replayed', replayed_at = now(), closed_at = now()
+		WHERE id = ANY($1) AND status <> 'deleted'`, ids)
+	if err != nil {
+		return 0, fmt.Errorf("mark dead letters replayed: %w", interpret(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeleteDeadLetter closes a dead letter as deleted; the row stays until
+// the retention purge. It returns uum.ErrNotFound for unknown ids.
+func (s *Store) DeleteDeadLetter(ctx context.Context, id int64) error {
+	return s.closeDeadLetter(ctx, id, uum.DLQDeleted, `UPDATE dead_letters
+		SET status = 'deleted', closed_at = coalesce(closed_at, now())
+		WHERE id = $1`)
+}
+
+func (s *Store) closeDeadLetter(ctx context.Context, id int64, status, sql string) error {
+	tag, err := s.pool.Exec(ctx, sql, id)
+	if err != nil {
+		return fmt.Errorf("mark dead letter %d %s: %w", id, status, interpret(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("dead letter %d: %w", id, uum.ErrNotFound)
+	}
+	return nil
+}
+
+// RecordReplayFailures notes replays refused because the entries are
+// still invalid: each reason becomes today's, attempts and last_failed_at
+// move. ids and reasons are parallel.
+func (s *Store) RecordReplayFailures(ctx context.Context, ids []int64, reasons []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE dead_letters d
+		SET reason = f.reason, attempts = d.attempts + 1, last_failed_at = now()
+		FROM unnest($1::bigint[], $2::text[]) AS f(id, reason)
+		WHERE d.id = f.id`, ids, reasons); err != nil {
+		return fmt.Errorf("record replay failures: %w", interpret(err))
+	}
+	return nil
+}
+
+// RecordRunFailure stores a drain run that exhausted its retries, keyed
+// by its correlation id (the task id). Recording the same run again
+// counts one more attempt.
+func (s *Store) RecordRunFailure(ctx context.Context, f uum.RunFailure) error {
+	attempts := max(f.Attempts, 1)
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO dead_letters (correlation_id, kind, raw, reason, attempts)
+		VALUES ($1, 'run', ''::bytea, $2, $3)
+		ON CONFLICT (correlation_id) DO UPDATE
+		SET reason = EXCLUDED.reason, attempts = dead_letters.attempts + 1, last_failed_at = now()`,
+		f.CorrelationID, f.Reason, attempts); err != nil {
+		return fmt.Errorf("record run failure: %w", interpret(err))
+	}
+	return nil
+}
+
+// PurgeDeadLetters deletes the closed (replayed or deleted) dead letters
+// closed before cutoff and returns how many it deleted. Open ones are
+// never purged.
+func (s *Store) PurgeDeadLetters(ctx context.Context, cutoff time.Time) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM dead_letters WHERE status <> 'open' AND closed_at < $1`, cutoff)
+	if err != nil {
+		return 0, fmt.Errorf("purge dead letters: %w", interpret(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// DeadLetterStats returns the number of open dead letters and the first
+// failure of the oldest (zero when none is open).
+func (s *Store) DeadLetterStats(ctx context.Context) (open int64, oldest time.Time, err error) {
+	var min *time.Time
+	err = s.pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM dead_letters WHERE status = 'open'`).Scan(&open, &min)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("dead letter stats: %w", interpret(err))
+	}
+	if min != nil {
+		oldest = *min
+	}
+	return open, oldest, nil
+}
+
+// describeEntry extracts what an operator filters dead letters by from a
+// raw entry, as far as it decodes: the event name (if a string of sane
+// size) and the user id (if a valid UUID).
+func describeEntry(raw []byte) (name *string, user *[16]byte) {
+	var w struct {
+		UserID    json.RawMessage `json:"user_id"`
+		EventName json.RawMessage `json:"event_name"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(w.EventName, &s) == nil && s != "" && len(s) <= 200 && utf8.ValidString(s) {
+		name = &s
+	}
+	var u string
+	if json.Unmarshal(w.UserID, &u) == nil {
+		if id, err := uum.ParseUUID("user_id", u); err == nil {
+			b := [16]byte(id)
+			user = &b
+		}
+	}
+	return name, user
+}
