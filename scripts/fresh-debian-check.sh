@@ -20,8 +20,10 @@
 #
 # Not part of `make test`: it needs root, debootstrap and Debian's mirrors,
 # and takes 15-40 minutes. The pristine debootstrap output is cached in
-# .data/fresh-debian/base (FRESH_REBOOTSTRAP=1 makes it again); every run
-# copies it to a new root. Logs: .data/fresh-debian/<mode>.log.
+# .data/fresh-debian/base, and base plus the prerequisites (nothing of uum,
+# no PostgreSQL, no Redis) in prereq-<mode>; FRESH_REBOOTSTRAP=1 makes them
+# again. Every run copies prereq-<mode> to a new root-<mode>.
+# Logs: .data/fresh-debian/<mode>.log.
 #
 # The chroot shares this machine's network, so apt's own service start
 # would collide with servers on this host's default ports; the check
@@ -84,7 +86,9 @@ mount_into() { # ROOT
 }
 
 base() {
-	if [[ -n ${FRESH_REBOOTSTRAP:-} ]]; then rm -rf "$WORK/base"; fi
+	if [[ -n ${FRESH_REBOOTSTRAP:-} ]]; then
+		rm -rf --one-file-system "$WORK/base" "$WORK"/prereq-*
+	fi
 	[[ -d $WORK/base ]] && return 0
 	say "debootstrap $SUITE from $MIRROR into ${WORK#"$ROOT"/}/base"
 	rm -rf "$WORK/base.tmp"
@@ -122,6 +126,38 @@ in_chroot() {
 		bash -euo pipefail -c "cd ~ && $*"
 }
 
+# prereqs MODE: the pristine base plus the README's prerequisites, made
+# once and cached in PREREQ (installing them takes minutes on a busy
+# machine); it holds no trace of uum.
+prereqs() {
+	local mode=$1 r
+	PREREQ="$WORK/prereq-$mode"
+	[[ -d $PREREQ ]] && return 0
+	r="$PREREQ.tmp"
+	rm -rf --one-file-system "$r"
+	say "[$mode] copying the pristine base to ${r#"$ROOT"/}"
+	cp -a "$WORK/base" "$r"
+	mount_into "$r"
+	cp /etc/resolv.conf "$r/etc/resolv.conf"
+	printf '#!/bin/sh\nexit 101\n' >"$r/usr/sbin/policy-rc.d"
+	chmod 755 "$r/usr/sbin/policy-rc.d"
+	cat >"$r/etc/apt/sources.list" <<-EOF
+		deb $MIRROR $SUITE main
+		deb $MIRROR $SUITE-updates main
+		deb ${MIRROR%/debian}/debian-security $SUITE-security main
+	EOF
+	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates"
+	cp -a "$GOROOT_SRC" "$r/usr/local/go"
+	local extra=""
+	[[ $mode == root ]] && extra=git # a clone's owner has git (go build stamps VCS info)
+	[[ $mode == user ]] && extra=sudo
+	chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates $extra && apt-get clean" >"$WORK/$mode-prereq.log" 2>&1 ||
+		die "[$mode] installing the prerequisites failed (see $WORK/$mode-prereq.log)"
+	cleanup
+	mv "$r" "$PREREQ"
+}
+
 # prepare MODE: a fresh root with the prerequisites and a checkout.
 prepare() {
 	local mode=$1
@@ -130,25 +166,10 @@ prepare() {
 		umount -R -l "$CHROOT"/{proc,sys,dev,tmp} 2>/dev/null || true
 		rm -rf --one-file-system "$CHROOT"
 	fi
-	say "[$mode] copying the pristine base to ${CHROOT#"$ROOT"/}"
-	cp -a "$WORK/base" "$CHROOT"
+	prereqs "$mode"
+	say "[$mode] copying ${PREREQ#"$ROOT"/} to ${CHROOT#"$ROOT"/}"
+	cp -a "$PREREQ" "$CHROOT"
 	mount_into "$CHROOT"
-	cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
-	printf '#!/bin/sh\nexit 101\n' >"$CHROOT/usr/sbin/policy-rc.d"
-	chmod 755 "$CHROOT/usr/sbin/policy-rc.d"
-	cat >"$CHROOT/etc/apt/sources.list" <<-EOF
-		deb $MIRROR $SUITE main
-		deb $MIRROR $SUITE-updates main
-		deb ${MIRROR%/debian}/debian-security $SUITE-security main
-	EOF
-	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates"
-	cp -a "$GOROOT_SRC" "$CHROOT/usr/local/go"
-	local extra=""
-	[[ $mode == root ]] && extra=git # a clone's owner has git (go build stamps VCS info)
-	[[ $mode == user ]] && extra=sudo
-	chroot "$CHROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates $extra" >"$WORK/$mode-prereq.log" 2>&1 ||
-		die "[$mode] installing the prerequisites failed (see $WORK/$mode-prereq.log)"
 	if [[ $mode == user ]]; then
 		chroot "$CHROOT" useradd -m -s /bin/bash dev
 		chroot "$CHROOT" useradd -m -s /bin/bash nosudo
@@ -226,6 +247,13 @@ check_run() {
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	[[ $out == *'"event_name":"mhv_landing_page_accessed","unique_users":1'* ]] ||
 		die "[$MODE] unique-counts: want mhv_landing_page_accessed 1"
+	# The README's backlog command, as written there.
+	local cmd
+	cmd=$(grep -m1 '^redis-cli -u "${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}" LLEN ' "$CHROOT$dir/README.md") ||
+		die "[$MODE] no backlog command in the README"
+	out=$(in_chroot "$user" "$cmd" 2>&1) || die "[$MODE] the README's backlog command failed: $out"
+	printf '%s\n%s\n' "$cmd" "$out" | tee -a "$LOG" >&2
+	[[ $out == 0 ]] || die "[$MODE] backlog after -once: want 0, got $out"
 	kill -TERM "$run_pid"
 	wait "$run_pid" || die "[$MODE] make run exited with status $? after SIGTERM"
 	say "[$MODE] make run: README flow ok, stopped cleanly"

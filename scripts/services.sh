@@ -232,7 +232,7 @@ ensure_redis() { # VAR
 	[[ $host == localhost ]] && bind=(127.0.0.1 -::1)
 	mkdir -p "$dir"
 	local args=(--daemonize yes --bind "${bind[@]}" --port "$port" --dir "$dir"
-		--save "" --appendonly no
+		--save "" --appendonly no --maxmemory-policy noeviction
 		--logfile "$dir/redis-$port.log" --pidfile "$dir/redis-$port.pid")
 	[[ -n $pass ]] && args+=(--requirepass "$pass")
 	log "starting project-local redis on $host:$port (log: ${dir#"$ROOT"/}/redis-$port.log)"
