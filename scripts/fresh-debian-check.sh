@@ -67,9 +67,9 @@ cleanup() {
 	MOUNTED=()
 	# Servers started in the chroot outlive it: stop what is left.
 	if [[ -n ${CHROOT:-} ]]; then
-		local pid
-		for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-			[[ $(readlink "/proc/$pid/root" 2>/dev/null) == "$CHROOT" ]] && kill -9 "$pid" 2>/dev/null
+		local p
+		for p in /proc/[0-9]*; do
+			[[ $(readlink "$p/root" 2>/dev/null) == "$CHROOT" ]] && kill -9 "${p#/proc/}" 2>/dev/null
 		done
 	fi
 	return 0
@@ -158,6 +158,31 @@ prereqs() {
 	mv "$r" "$PREREQ"
 }
 
+# extra_cas: trust in the chroot the certificate authorities this machine
+# adds to Debian's (a TLS-intercepting egress proxy's CA, say), as an admin
+# of such a network does on every machine; without them Go cannot download
+# modules here. FRESH_EXTRA_CA lists PEM files; by default the CAs in
+# /usr/local/share/ca-certificates and the regular (not linked) PEM files in
+# /etc/ssl/certs other than the snakeoil one.
+extra_cas() {
+	local f cas=()
+	if [[ -n ${FRESH_EXTRA_CA:-} ]]; then
+		read -r -a cas <<<"$FRESH_EXTRA_CA"
+	else
+		for f in /usr/local/share/ca-certificates/*.crt /etc/ssl/certs/*.pem; do
+			[[ -f $f && ! -L $f && $f != */ssl-cert-snakeoil.pem ]] && cas+=("$f")
+		done
+	fi
+	((${#cas[@]})) || return 0
+	mkdir -p "$CHROOT/usr/local/share/ca-certificates/fresh-check"
+	for f in "${cas[@]}"; do
+		f=$(readlink -f "$f")
+		cp "$f" "$CHROOT/usr/local/share/ca-certificates/fresh-check/$(basename "${f%.*}").crt"
+	done
+	chroot "$CHROOT" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the chroot"
+	say "[$MODE] trusting this machine's extra CAs too: ${cas[*]}"
+}
+
 # prepare MODE: a fresh root with the prerequisites and a checkout.
 prepare() {
 	local mode=$1
@@ -170,6 +195,7 @@ prepare() {
 	say "[$mode] copying ${PREREQ#"$ROOT"/} to ${CHROOT#"$ROOT"/}"
 	cp -a "$PREREQ" "$CHROOT"
 	mount_into "$CHROOT"
+	extra_cas
 	if [[ $mode == user ]]; then
 		chroot "$CHROOT" useradd -m -s /bin/bash dev
 		chroot "$CHROOT" useradd -m -s /bin/bash nosudo
@@ -249,6 +275,7 @@ check_run() {
 		die "[$MODE] unique-counts: want mhv_landing_page_accessed 1"
 	# The README's backlog command, as written there.
 	local cmd
+	# shellcheck disable=SC2016 # the README's text, not an expansion
 	cmd=$(grep -m1 '^redis-cli -u "${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}" LLEN ' "$CHROOT$dir/README.md") ||
 		die "[$MODE] no backlog command in the README"
 	out=$(in_chroot "$user" "$cmd" 2>&1) || die "[$MODE] the README's backlog command failed: $out"
