@@ -207,8 +207,18 @@ prepare() {
 			chroot "$CHROOT" chown -R "$u:$u" "/home/$u/uum"
 		done
 	else
-		git clone -q --no-local "$ROOT" "$CHROOT/root/uum"
-		git -C "$CHROOT/root/uum" checkout -q "$COMMIT"
+		# A ref pins the commit, so the clone has it even if a rebase has
+		# since left it off every branch.
+		local pin="refs/fresh-check/$$"
+		git -C "$ROOT" update-ref "$pin" "$COMMIT"
+		local ok=0
+		if git clone -q --no-local "$ROOT" "$CHROOT/root/uum" &&
+			git -C "$CHROOT/root/uum" fetch -q origin "$pin" &&
+			git -C "$CHROOT/root/uum" checkout -q "$COMMIT"; then
+			ok=1
+		fi
+		git -C "$ROOT" update-ref -d "$pin"
+		((ok)) || die "[$mode] git clone of $COMMIT failed"
 	fi
 	# Nothing but the prerequisites: no Postgres, no Redis.
 	for b in psql pg_ctl redis-server redis-cli; do

@@ -565,7 +565,7 @@ stop_local() {
 		else
 			log "removing the stale ${f#"$ROOT"/}: pid $pid is not our redis-server on port $port"
 		fi
-		rm -f "$f"
+		rm -f "$f" 2>/dev/null || true
 	done
 	local dirs=("$DATA"/pg/*/)
 	if id postgres >/dev/null 2>&1; then
