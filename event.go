@@ -4,8 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // WireVersion is the buffer wire-format version this build writes. Entries
@@ -72,7 +76,7 @@ func DecodeWire(raw []byte) (Event, error) {
 	if w.V != nil {
 		var v int
 		if err := json.Unmarshal(w.V, &v); err != nil || v != WireVersion {
-			return Event{}, &DecodeError{Reason: fmt.Sprintf("unsupported wire version %s", w.V)}
+			return Event{}, &DecodeError{Reason: "unsupported wire version " + quoteRaw(w.V)}
 		}
 	}
 	user, err := decodeString("user_id", w.UserID)
@@ -85,12 +89,35 @@ func DecodeWire(raw []byte) (Event, error) {
 	}
 	id, err := ParseUUID("user_id", user)
 	if err != nil {
-		return Event{}, &DecodeError{Reason: err.Error()}
+		return Event{}, invalid(err)
 	}
 	if err := ValidateName("event_name", name); err != nil {
-		return Event{}, &DecodeError{Reason: err.Error()}
+		return Event{}, invalid(err)
 	}
 	return Event{UserID: id, Name: name}, nil
+}
+
+// invalid turns a validation error into a dead-letter reason in the
+// style of the others: no "uum:" prefix, the value quoted and cut.
+func invalid(err error) *DecodeError {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return &DecodeError{Reason: fmt.Sprintf("invalid %s %s: %s", ve.Field, ve.QuotedValue(), ve.Reason)}
+	}
+	return &DecodeError{Reason: err.Error()}
+}
+
+// quoteRaw shows a raw JSON value in a reason, cut to 100 bytes: as it
+// is when it is printable UTF-8, else quoted so invalid UTF-8 and control
+// bytes (Postgres text refuses NUL) are escaped.
+func quoteRaw(raw []byte) string {
+	short, cut := Abbreviate(string(raw))
+	for _, r := range short {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(short) + cut
+		}
+	}
+	return short + cut
 }
 
 func decodeString(field string, raw json.RawMessage) (string, error) {
@@ -126,6 +153,9 @@ type BatchWrite struct {
 type BatchResult struct {
 	// Inserted are the pairs that did not exist before this commit.
 	Inserted []Pair
+	// DeadLettered is the number of dead letters stored by this commit;
+	// those a re-run finds already stored are not counted again.
+	DeadLettered int
 }
 
 // Position locates an entry in everything ever pushed to one buffer shard:
@@ -146,6 +176,10 @@ func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: 
 // (a batch re-run after a crash, by this drainer or another) is stored
 // once, while identical bytes pushed twice are two entries and two dead
 // letters.
+//
+// The reason is made safe for a text column (valid UTF-8, no NUL) and cut
+// to 500 bytes whatever its source: a reason that the database rejects
+// would fail the batch and stall the buffer behind it.
 func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
 	h := sha256.New()
 	h.Write([]byte(pos.Epoch))
@@ -153,5 +187,27 @@ func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
 	h.Write([]byte{0})
 	h.Write(raw)
 	sum := h.Sum(nil)
-	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: reason}
+	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: SafeText(reason, maxReasonLen)}
+}
+
+// maxReasonLen bounds a dead-letter reason.
+const maxReasonLen = 500
+
+// SafeText returns s as text any Postgres text column accepts: invalid
+// UTF-8 and NUL bytes escaped as in a Go string literal, and cut to at
+// most max bytes on a rune boundary. Text that is already safe and short
+// is returned as is.
+func SafeText(s string, max int) string {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		q := strconv.Quote(s)
+		s = q[1 : len(q)-1]
+	}
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }

@@ -26,6 +26,10 @@ var (
 	// ErrFenceLost is returned when a fenced write finds the lease no longer
 	// holds our token: another drainer owns the buffer now.
 	ErrFenceLost = errors.New("uum: drain lease lost")
+	// ErrRejected is returned when the database refuses a batch's data (a
+	// value it cannot store, a violated constraint) rather than failing:
+	// retrying the same data fails the same way.
+	ErrRejected = errors.New("uum: data rejected by the database")
 )
 
 // ValidationError reports a bad input value. Field is a path a caller can

@@ -3,6 +3,7 @@ package uum_test
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -340,6 +341,9 @@ func FuzzDecodeWire(f *testing.F) {
 		`{"v":1,"user_id":"` + canonicalUUID + `","event_name":"\u006cogin"}`,
 		`{"v":1,"user_id":null,"event_name":"login"}`,
 		`[]`, `null`, `"x"`, `1e400`, ``, `{`,
+		"{\"v\":\"\xff\",\"user_id\":\"" + canonicalUUID + "\",\"event_name\":\"x\"}",
+		"{\"V\":\"\xff\"}", "{\"v\":{\"\xfe\":1}}", "{\"v\":\"\x00\"}",
+		"{\"user_id\":\"\xff\x00\",\"event_name\":\"x\"}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -348,6 +352,13 @@ func FuzzDecodeWire(f *testing.F) {
 		if err != nil {
 			var derr *uum.DecodeError
 			require.ErrorAs(t, err, &derr)
+			// A reason goes into a text column: Postgres refuses invalid
+			// UTF-8 and NUL, and a refused dead letter stalls the buffer.
+			require.True(t, utf8.ValidString(derr.Reason), "reason %q", derr.Reason)
+			require.NotContains(t, derr.Reason, "\x00")
+			require.False(t, strings.HasPrefix(derr.Reason, "uum:"), "reasons share one style: %q", derr.Reason)
+			dl := uum.NewDeadLetter(raw, derr.Reason, uum.Position{Epoch: "e", Offset: 1})
+			require.Equal(t, derr.Reason, dl.Reason)
 			return
 		}
 		require.NoError(t, uum.ValidateName("event_name", e.Name))

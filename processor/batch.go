@@ -77,3 +77,17 @@ func (b *batch) insertedByName() map[string]int64 {
 	}
 	return out
 }
+
+// merge makes b the union of the consecutive batches parts, committed
+// separately: their entries, steps and results in order.
+func (b *batch) merge(parts ...*batch) {
+	*b = batch{at: b.at, raw: b.raw}
+	for _, p := range parts {
+		b.events = append(b.events, p.events...)
+		b.dead = append(b.dead, p.dead...)
+		b.pairs = append(b.pairs, p.pairs...)
+		b.unseen = append(b.unseen, p.unseen...)
+		b.result.Inserted = append(b.result.Inserted, p.result.Inserted...)
+		b.result.DeadLettered += p.result.DeadLettered
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
@@ -38,9 +39,17 @@ const (
 // even when the drain is being cancelled.
 const commitTimeout = 30 * time.Second
 
-// finishTimeout bounds the steps after a commit (mark, statsd, trim),
-// which run even when the drain is being cancelled.
+// finishTimeout bounds the clean-up that runs even when the drain is
+// being cancelled: releasing the lease, the run report.
 const finishTimeout = 10 * time.Second
+
+// trimTimeout bounds the fenced trim after a commit, and markTimeout the
+// best-effort seen-cache update after it; each has its own bound so one
+// slow step cannot eat the other's time.
+const (
+	trimTimeout = 10 * time.Second
+	markTimeout = 10 * time.Second
+)
 
 // source is the buffer being drained.
 type source interface {
@@ -263,7 +272,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		sum.EventsProcessed += len(cur.raw)
 		sum.DBQueries += len(cur.unseen)
 		sum.DBInserts += len(cur.result.Inserted)
-		sum.DeadLettered += len(cur.dead)
+		sum.DeadLettered += cur.result.DeadLettered
 		if peekErr != nil {
 			return sum, peekErr
 		}
@@ -288,15 +297,13 @@ func (d *Drainer) peek(ctx context.Context, skip int) ([]string, error) {
 	return raw, step("peek", err)
 }
 
-// prepare runs the steps before the commit: decode, dedupe, seen-cache
-// filter. at is the buffer position of raw[0].
+// prepare runs the steps before the commit: build the batch, then filter
+// it through the seen-cache. at is the buffer position of raw[0].
 func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *batch {
-	b := &batch{at: at, raw: raw}
+	b := d.build(at, raw)
 	if len(raw) == 0 {
 		return b
 	}
-	b.decode(d.names)
-	b.dedupe()
 	hits, err := d.seen.Seen(ctx, b.pairs)
 	if err != nil {
 		// The cache only saves work: Postgres decides what is new. A
@@ -310,8 +317,18 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 	return b
 }
 
-// finish commits the batch, then marks the cache, emits the increments
-// and trims. Once the commit is done the rest runs even if ctx is
+// build runs the steps that need nothing but the entries: decode, dedupe.
+func (d *Drainer) build(at uum.Position, raw []string) *batch {
+	b := &batch{at: at, raw: raw}
+	if len(raw) > 0 {
+		b.decode(d.names)
+		b.dedupe()
+	}
+	return b
+}
+
+// finish commits the batch, then emits the increments, trims the batch
+// and marks the cache. Once the commit is done the rest runs even if ctx is
 // cancelled, so a shutdown never leaves a committed batch untrimmed
 // without cause.
 func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) error {
@@ -324,28 +341,81 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	// increments. Cancellation takes effect between batches instead.
 	cctx, cancelCommit := detach(ctx, commitTimeout)
 	defer cancelCommit()
-	res, err := d.db.CommitBatch(cctx, b.write())
-	if err != nil {
+	if err := d.commit(cctx, b); err != nil {
 		return step("commit", err)
 	}
-	b.result = res
 	for _, dl := range b.dead {
 		d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
 	}
 
-	ctx, cancel := detach(ctx, finishTimeout)
-	defer cancel()
-	if err := d.seen.Mark(ctx, b.unseen); err != nil {
-		d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
-	}
+	// Increments go out before the trim: the commit made them true, and a
+	// failed trim must not lose them (a re-run finds the rows existing).
 	for name, n := range b.insertedByName() {
 		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
 	}
-	if len(b.dead) > 0 {
-		_ = d.stats.Count(MetricDeadLettered, int64(len(b.dead)), nil, 1)
+	if b.result.DeadLettered > 0 {
+		_ = d.stats.Count(MetricDeadLettered, int64(b.result.DeadLettered), nil, 1)
 	}
-	return step("trim", lease.Trim(ctx, len(b.raw)))
+
+	// The trim and the best-effort mark each have their own bound, so a
+	// slow mark can never make a committed batch fail to trim and run
+	// again.
+	tctx, cancelTrim := detach(ctx, trimTimeout)
+	defer cancelTrim()
+	trimErr := lease.Trim(tctx, len(b.raw))
+
+	mctx, cancelMark := detach(ctx, markTimeout)
+	defer cancelMark()
+	if err := d.seen.Mark(mctx, b.unseen); err != nil {
+		d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
+	}
+	return step("trim", trimErr)
 }
+
+// commit writes the batch in one transaction. When the database rejects
+// the batch's data (uum.ErrRejected: retrying it would fail the same way
+// forever and stall the buffer behind it), commit finds the entries at
+// fault by bisection, committing the rest, and dead-letters each of them
+// with the database's error as the reason.
+func (d *Drainer) commit(ctx context.Context, b *batch) error {
+	res, err := d.db.CommitBatch(ctx, b.write())
+	if err == nil {
+		b.result = res
+		return nil
+	}
+	if !errors.Is(err, uum.ErrRejected) {
+		return err
+	}
+	if len(b.raw) == 1 {
+		if len(b.dead) == 1 && strings.HasPrefix(b.dead[0].Reason, rejectedReason) {
+			return err // even its dead letter was refused: nothing left to try
+		}
+		d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", err)
+		isolated := &batch{at: b.at, raw: b.raw}
+		isolated.dead = []uum.DeadLetter{uum.NewDeadLetter([]byte(b.raw[0]), rejectedReason+err.Error(), b.at)}
+		if err := d.commit(ctx, isolated); err != nil {
+			return err
+		}
+		*b = *isolated
+		return nil
+	}
+	half := len(b.raw) / 2
+	// The halves skip the seen-cache: it only saves work, and this path is
+	// rare.
+	left, right := d.build(b.at, b.raw[:half]), d.build(b.at.Add(half), b.raw[half:])
+	left.unseen, right.unseen = left.pairs, right.pairs
+	if err := d.commit(ctx, left); err != nil {
+		return err
+	}
+	if err := d.commit(ctx, right); err != nil {
+		return err
+	}
+	b.merge(left, right)
+	return nil
+}
+
+// rejectedReason starts the reason of an entry the database refused.
+const rejectedReason = "rejected by the database: "
 
 // report emits the run gauges and logs the run.
 func (d *Drainer) report(ctx context.Context, sum *Summary) {
@@ -368,13 +438,18 @@ func (d *Drainer) report(ctx context.Context, sum *Summary) {
 
 // fail records a failed run and returns err for the caller to retry.
 func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
-	class := "unknown"
+	class, cause := "run", "error"
 	var se *stepError
 	if errors.As(err, &se) {
 		class = se.step
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		class = "canceled"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		cause = "timeout"
+	case errors.Is(err, context.Canceled):
+		cause = "canceled"
+	case errors.Is(err, uum.ErrRejected):
+		cause = "rejected"
 	}
 	lctx, cancel := detach(ctx, finishTimeout)
 	defer cancel()
@@ -382,11 +457,11 @@ func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
 	if lerr != nil {
 		atRisk = -1 // unknown: Redis is likely what failed
 	}
-	_ = d.stats.Incr(MetricFailure, []string{"error_class:" + class}, 1)
+	_ = d.stats.Incr(MetricFailure, []string{"error_class:" + class, "cause:" + cause}, 1)
 	if atRisk >= 0 {
 		_ = d.stats.Gauge(MetricEventsAtRisk, float64(atRisk), nil, 1)
 	}
-	d.logger.ErrorContext(ctx, "drain failed", "error", err, "error_class", class,
+	d.logger.ErrorContext(ctx, "drain failed", "error", err, "error_class", class, "cause", cause,
 		"events_at_risk", atRisk, "iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
 	return fmt.Errorf("drain: %w", err)
 }

@@ -456,9 +456,91 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		// The re-run reads the second batch again at the same positions:
 		// its dead letter is already stored.
 		sum := b.drain(t)
-		require.Equal(t, 1, sum.DeadLettered)
+		require.Equal(t, 0, sum.DeadLettered, "a dead letter stored by the first run is not counted again")
 		require.Equal(t, 3, deadLetters(), "a re-read entry is not stored twice")
 		require.Empty(t, b.pending(t))
+	})
+
+	t.Run("InvalidUTF8PoisonNeverStallsTheBuffer", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		u := users(4)
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire()) }
+		// Each of these once became a dead letter whose reason held the raw
+		// bytes; Postgres refused the text and the batch never committed.
+		poison := []string{
+			fmt.Sprintf("{\"v\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u[0]),
+			fmt.Sprintf("{\"V\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u[0]),
+			"{\"v\":{\"\xfe\":1}}",
+			"{\"v\":\"\x00\"}",
+			"\x00\xff garbage",
+			fmt.Sprintf("{\"user_id\":%q,\"event_name\":\"\xff\x00\"}", u[0]),
+		}
+		var entries []string
+		for i, p := range poison {
+			entries = append(entries, good(u[i%len(u)]), p)
+		}
+		entries = append(entries, good(u[3]))
+		b.push(t, entries...)
+
+		sum := b.drain(t)
+		require.Equal(t, len(entries), sum.EventsProcessed)
+		require.Equal(t, len(poison), sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 4}, b.totals(t))
+		require.Empty(t, b.pending(t))
+
+		var stored []string
+		rows, err := b.pool.Query(ctx, `SELECT raw FROM dead_letters ORDER BY raw`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var raw []byte
+			require.NoError(t, rows.Scan(&raw))
+			stored = append(stored, string(raw))
+		}
+		require.NoError(t, rows.Err())
+		require.ElementsMatch(t, poison, stored, "raw bytes are kept exactly")
+	})
+
+	t.Run("DataTheDatabaseRejectsIsIsolatedAndDeadLettered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize = 7
+		// A rule the decoder does not know: only the database can refuse
+		// these rows (SQLSTATE 23514), as it would any data it cannot store.
+		_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
+		require.NoError(t, err)
+		u := users(10)
+		var entries []uum.Pair
+		for i, id := range u {
+			entries = append(entries, uum.Pair{UserID: id, Name: "a"})
+			if i%4 == 1 {
+				entries = append(entries, uum.Pair{UserID: id, Name: "refused"})
+			}
+		}
+		b.pushEvents(t, entries...)
+
+		sum := b.drain(t)
+		require.Equal(t, len(entries), sum.EventsProcessed)
+		require.Equal(t, 3, sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 10}, b.totals(t))
+		require.Empty(t, b.pending(t), "the buffer moves past the refused entries")
+		var reasons []string
+		rows, err := b.pool.Query(ctx, `SELECT reason FROM dead_letters`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var r string
+			require.NoError(t, rows.Scan(&r))
+			reasons = append(reasons, r)
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, reasons, 3)
+		for _, r := range reasons {
+			require.Contains(t, r, "rejected by the database:")
+			require.Contains(t, r, "no_refused", "the database's error is the reason")
+		}
+		require.Equal(t, 10.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent), "each new pair counted once")
 	})
 
 	t.Run("AllGarbageBatchDoesNotStall", func(t *testing.T) {
@@ -585,7 +667,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, int32(1), b.db.calls.Load())
 		require.Len(t, b.pending(t), 7, "the committed batch is still trimmed")
 		ms := b.stats.Metrics(t)
-		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "error_class:canceled"))
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "cause:timeout"), "a deadline is a timeout, not a shutdown")
 		require.NotContains(t, b.logs.String(), "shutting down")
 	})
 }

@@ -56,7 +56,8 @@ func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchRes
 		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
 			return err
 		}
-		return InsertDeadLetters(ctx, tx, w.DeadLetters)
+		res.DeadLettered, err = InsertDeadLetters(ctx, tx, w.DeadLetters)
+		return err
 	})
 	if err != nil {
 		return uum.BatchResult{}, fmt.Errorf("commit batch: %w", interpret(err))
@@ -117,11 +118,12 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, er
 	return inserted, nil
 }
 
-// InsertDeadLetters stores poison entries. A correlation id already stored
-// (the same raw bytes, re-run after a crash) is skipped.
-func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) error {
+// InsertDeadLetters stores poison entries and returns how many it stored.
+// A correlation id already stored (the same entry, re-run after a crash)
+// is skipped and not counted.
+func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int, error) {
 	if len(dls) == 0 {
-		return nil
+		return 0, nil
 	}
 	ids := make([]string, len(dls))
 	raws := make([][]byte, len(dls))
@@ -138,14 +140,14 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) error
 			users[i] = pgtype.UUID{Bytes: *user, Valid: true}
 		}
 	}
-	_, err := db.Exec(ctx, `
+	tag, err := db.Exec(ctx, `
 		INSERT INTO dead_letters (correlation_id, raw, reason, event_name, user_id)
 		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[])
 		ON CONFLICT (correlation_id) DO NOTHING`, ids, raws, reasons, names, users)
 	if err != nil {
-		return fmt.Errorf("insert dead letters: %w", err)
+		return 0, fmt.Errorf("insert dead letters: %w", err)
 	}
-	return nil
+	return int(tag.RowsAffected()), nil
 }
 
 // EventLogged reports whether the pair was ever recorded.
@@ -243,9 +245,13 @@ var ErrSchema = errors.New("uum: database schema missing or out of date")
 func interpret(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "42P01", "42703": // undefined_table, undefined_column
+		switch {
+		case pgErr.Code == "42P01", pgErr.Code == "42703": // undefined_table, undefined_column
 			return fmt.Errorf("%w: %w", ErrSchema, err)
+		case strings.HasPrefix(pgErr.Code, "22"), strings.HasPrefix(pgErr.Code, "23"):
+			// Classes 22 (data exception) and 23 (integrity constraint
+			// violation): the data is at fault, not the database.
+			return fmt.Errorf("%w: %w", uum.ErrRejected, err)
 		}
 	}
 	return err
