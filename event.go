@@ -10,6 +10,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/uumhq/uum/internal/abbrev"
 )
 
 // WireVersion is the buffer wire-format version this build writes. Entries
@@ -111,7 +113,7 @@ func invalid(err error) *DecodeError {
 // is when it is printable UTF-8, else quoted so invalid UTF-8 and control
 // bytes (Postgres text refuses NUL) are escaped.
 func quoteRaw(raw []byte) string {
-	short, cut := Abbreviate(string(raw))
+	short, cut := abbrev.Cut(string(raw))
 	for _, r := range short {
 		if r == utf8.RuneError || !unicode.IsPrint(r) {
 			return strconv.Quote(short) + cut
@@ -187,17 +189,17 @@ func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
 	h.Write([]byte{0})
 	h.Write(raw)
 	sum := h.Sum(nil)
-	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: SafeText(reason, maxReasonLen)}
+	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: safeText(reason, maxReasonLen)}
 }
 
 // maxReasonLen bounds a dead-letter reason.
 const maxReasonLen = 500
 
-// SafeText returns s as text any Postgres text column accepts: invalid
+// safeText returns s as text any Postgres text column accepts: invalid
 // UTF-8 and NUL bytes escaped as in a Go string literal, and cut to at
 // most max bytes on a rune boundary. Text that is already safe and short
 // is returned as is.
-func SafeText(s string, max int) string {
+func safeText(s string, max int) string {
 	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 		q := strconv.Quote(s)
 		s = q[1 : len(q)-1]

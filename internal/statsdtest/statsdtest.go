@@ -4,6 +4,7 @@
 package statsdtest
 
 import (
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -23,13 +24,19 @@ type Metric struct {
 	Tags  []string
 }
 
-// Listener collects the metrics sent to it.
+// Listener collects the metrics sent to it. A goroutine reads the socket
+// all the time: a test that sends for a minute before looking would
+// otherwise overflow the kernel's receive buffer, and the lost datagrams
+// (the end-of-batch sentinel among them) would fail it.
 type Listener struct {
 	Client *statsd.Client
 	conn   net.PacketConn
-	mu     sync.Mutex
-	got    []Metric
-	seq    int
+
+	mu      sync.Mutex
+	arrived *sync.Cond // signalled on every datagram and when reading stops
+	got     []Metric   // received, not yet returned by Metrics
+	readErr error      // why reading stopped
+	seq     int
 }
 
 const sentinel = "statsdtest.sentinel"
@@ -42,16 +49,45 @@ func New(t testing.TB) *Listener {
 	if err != nil {
 		t.Fatalf("statsd listener: %v", err)
 	}
+	if uc, ok := conn.(*net.UDPConn); ok {
+		_ = uc.SetReadBuffer(8 << 20) // best effort; the kernel may cap it
+	}
 	c, err := statsd.New(conn.LocalAddr().String(), statsd.WithoutTelemetry())
 	if err != nil {
 		t.Fatalf("statsd client: %v", err)
 	}
 	l := &Listener{Client: c, conn: conn}
+	l.arrived = sync.NewCond(&l.mu)
+	done := make(chan struct{})
+	go l.read(done)
 	t.Cleanup(func() {
 		_ = c.Close()
 		_ = conn.Close()
+		<-done
 	})
 	return l
+}
+
+func (l *Listener) read(done chan<- struct{}) {
+	defer close(done)
+	buf := make([]byte, 65536)
+	for {
+		n, _, err := l.conn.ReadFrom(buf)
+		l.mu.Lock()
+		if err != nil {
+			l.readErr = err
+			l.arrived.Broadcast()
+			l.mu.Unlock()
+			return
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(buf[:n])), "\n") {
+			if m, ok := parse(line); ok {
+				l.got = append(l.got, m)
+			}
+		}
+		l.arrived.Broadcast()
+		l.mu.Unlock()
+	}
 }
 
 // Metrics flushes the client and returns every metric received since the
@@ -60,37 +96,44 @@ func New(t testing.TB) *Listener {
 func (l *Listener) Metrics(t testing.TB) []Metric {
 	t.Helper()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.seq++
-	mark := strconv.Itoa(l.seq)
+	mark := float64(l.seq)
+	l.mu.Unlock()
 	if err := l.Client.Flush(); err != nil {
 		t.Fatalf("statsd flush: %v", err)
 	}
-	_ = l.Client.Gauge(sentinel, float64(l.seq), nil, 1)
+	_ = l.Client.Gauge(sentinel, mark, nil, 1)
 	if err := l.Client.Flush(); err != nil {
 		t.Fatalf("statsd flush: %v", err)
 	}
-	var out []Metric
-	buf := make([]byte, 65536)
-	_ = l.conn.SetReadDeadline(time.Now().Add(10 * time.Second)) // a safety net, not the signal
+	// A safety net, not the signal: wake the wait below if the sentinel
+	// never comes.
+	timeout := time.AfterFunc(30*time.Second, func() {
+		l.mu.Lock()
+		l.readErr = errors.New("timed out")
+		l.arrived.Broadcast()
+		l.mu.Unlock()
+	})
+	defer timeout.Stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for {
-		n, _, err := l.conn.ReadFrom(buf)
-		if err != nil {
-			t.Fatalf("statsd read (sentinel %s never arrived): %v", mark, err)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(buf[:n])), "\n") {
-			m, ok := parse(line)
-			if !ok {
-				continue
-			}
-			if m.Name == sentinel {
-				if strconv.FormatFloat(m.Value, 'f', -1, 64) == mark {
-					return out
+		for i, m := range l.got {
+			if m.Name == sentinel && m.Value == mark {
+				var out []Metric
+				for _, m := range l.got[:i] {
+					if m.Name != sentinel {
+						out = append(out, m)
+					}
 				}
-				continue
+				l.got = slices.Clone(l.got[i+1:])
+				return out
 			}
-			out = append(out, m)
 		}
+		if l.readErr != nil {
+			t.Fatalf("statsd read (sentinel %v never arrived): %v", mark, l.readErr)
+		}
+		l.arrived.Wait()
 	}
 }
 
