@@ -98,6 +98,17 @@ func ValidateName(field, name string) error {
 	return nil
 }
 
+// ValidateFacilityID checks an Oracle Health facility id: exactly three
+// ASCII digits, as "757". field names the input for the error.
+func ValidateFacilityID(field, id string) error {
+	if len(id) != 3 || !isDigit(id[0]) || !isDigit(id[1]) || !isDigit(id[2]) {
+		return &ValidationError{Field: field, Value: id, Reason: "must be a facility id of 3 digits"}
+	}
+	return nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 // NamePolicy decides which event names callers may log. The zero value
 // accepts any syntactically valid name.
 type NamePolicy struct {

@@ -93,6 +93,19 @@ func TestNewUUID(t *testing.T) {
 	require.Equal(t, u, parsed)
 }
 
+func TestValidateFacilityID(t *testing.T) {
+	t.Parallel()
+
+	for _, id := range []string{"757", "000", "999"} {
+		require.NoError(t, uum.ValidateFacilityID("f", id), id)
+	}
+	for _, id := range []string{"", "75", "7575", "abc", "75a", " 757", "757 ", "７５７", "-75"} {
+		verr := requireValidationError(t, uum.ValidateFacilityID("user_facility_ids[2]", id), "user_facility_ids[2]")
+		require.Equal(t, id, verr.Value)
+		require.Equal(t, "must be a facility id of 3 digits", verr.Reason)
+	}
+}
+
 func TestValidateName(t *testing.T) {
 	t.Parallel()
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -172,7 +173,7 @@ func setup(t *testing.T) *testBundle {
 // mhv_rx_accessed at facility 757.
 func eventsConfig(enabled bool) config.Events {
 	return config.Events{
-		Enabled:               enabled,
+		Disabled:              !enabled,
 		Names:                 []string{"mhv_rx_accessed", "mhv_login"},
 		TrackedFacilityIDs:    []string{"757"},
 		FacilityTrackedEvents: []string{"mhv_rx_accessed"},
@@ -499,6 +500,45 @@ func TestPostEventsInvalidNames(t *testing.T) {
 		require.Equal(t, `unknown event name: "<script>alert(1)</script>"`, got.Error.Message)
 		require.NotContains(t, rec.Body.String(), "<script>", "HTML-escaped in the JSON")
 	})
+}
+
+// TestPostEventsRejectedByClient covers what the client rejects after
+// decoding: malformed facility ids, as config rejects them, and the
+// per-request limits, a 400 naming the field either way.
+func TestPostEventsRejectedByClient(t *testing.T) {
+	t.Parallel()
+
+	user := `"user_id":"` + userID + `"`
+	list := func(n int, item string) string { return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]" }
+	names := make([]string, 8000) // nearly all a 64 KiB body holds
+	for i := range names {
+		names[i] = fmt.Sprintf(`"e%d"`, i)
+	}
+	tests := []struct {
+		name    string
+		body    string
+		field   string
+		message string
+	}{
+		{"FacilityLetters", `{` + user + `,"event_names":["mhv_login"],"user_facility_ids":["abc"]}`, "user_facility_ids[0]", `must be a facility id of 3 digits: "abc"`},
+		{"FacilityTwoDigits", `{` + user + `,"event_names":["mhv_login"],"user_facility_ids":["757","75"]}`, "user_facility_ids[1]", `must be a facility id of 3 digits: "75"`},
+		{"FacilityFourDigits", `{` + user + `,"event_names":["mhv_login"],"event_facility_ids":["7575"]}`, "event_facility_ids[0]", `must be a facility id of 3 digits: "7575"`},
+		{"FacilityIntegerTwoDigits", `{` + user + `,"event_names":["mhv_login"],"event_facility_ids":[75]}`, "event_facility_ids[0]", `must be a facility id of 3 digits: "75"`},
+		{"TooManyNames", `{` + user + `,"event_names":` + list(101, `"mhv_login"`) + `}`, "event_names", "must contain at most 100 event names, got 101"},
+		{"FullBodyOfNames", `{` + user + `,"event_names":[` + strings.Join(names, ",") + `]}`, "event_names", "must contain at most 100 event names, got 8000"},
+		{"TooManyUserFacilities", `{` + user + `,"event_names":["mhv_login"],"user_facility_ids":` + list(33, "757") + `}`, "user_facility_ids", "must contain at most 32 facility ids, got 33"},
+		{"TooManyEventFacilities", `{` + user + `,"event_names":["mhv_login"],"event_facility_ids":` + list(33, `"757"`) + `}`, "event_facility_ids", "must contain at most 32 facility ids, got 33"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, tt.body)
+			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			require.Equal(t, tt.message, got.Error.Message)
+			require.Empty(t, b.pusher.pushed())
+		})
+	}
 }
 
 func TestAuth(t *testing.T) {

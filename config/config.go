@@ -11,10 +11,10 @@ import (
 	"net"
 	"net/url"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -65,7 +65,7 @@ type Processor struct {
 	// DrainInterval is the time between drain runs.
 	DrainInterval time.Duration `env:"UUM_DRAIN_INTERVAL" envDefault:"10m" desc:"Time between drain runs (at least 1s)."`
 	// MaxRetry is how often a failed drain run is retried; 0 never retries.
-	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" desc:"Retries of a failed drain run (0 for none)."`
+	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" desc:"Retries of a failed drain run (0 for none)."`
 	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
 	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"30s" desc:"Lifetime of the drain lease (at least 1s)."`
 }
@@ -81,19 +81,31 @@ type Cache struct {
 
 // Events configures the logging of events on the request path.
 type Events struct {
-	// Enabled turns event logging on; when off, logging validates its
-	// input and buffers nothing.
-	Enabled bool `env:"UUM_ENABLED" envDefault:"true" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
+	// Disabled turns event logging off: logging then validates its input
+	// and buffers nothing. It is set by UUM_ENABLED=false; its zero value
+	// keeps logging on, the documented default.
+	Disabled bool `env:"UUM_ENABLED" envDefault:"true" invert:"true" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
 	// Names is the allow-list of event names; empty allows any valid name.
 	Names []string `env:"UUM_EVENT_NAMES" desc:"Comma-separated allowed event names; empty allows any valid name."`
 	// TrackedFacilityIDs are the 3-digit Oracle Health facility ids that get
 	// facility variants of events, in the configured order.
 	TrackedFacilityIDs []string `env:"UUM_TRACKED_FACILITY_IDS" desc:"Comma-separated 3-digit Oracle Health facility ids that get facility variants."`
-	// FacilityTrackedEvents are the event names that get facility variants.
-	FacilityTrackedEvents []string `env:"UUM_FACILITY_TRACKED_EVENTS" desc:"Comma-separated event names that get facility variants."`
-	// PushTimeout bounds the Redis push of one logging call.
+	// FacilityTrackedEvents are the event names that get facility
+	// variants, each at most MaxFacilityTrackedEventLen characters.
+	FacilityTrackedEvents []string `env:"UUM_FACILITY_TRACKED_EVENTS" desc:"Comma-separated event names (at most 38 characters) that get facility variants."`
+	// PushTimeout bounds the Redis push of one logging call; zero means
+	// 50ms.
 	PushTimeout time.Duration `env:"UUM_PUSH_TIMEOUT" envDefault:"50ms" desc:"Time limit of the Redis push of one logging call."`
+	// ReadTimeout bounds each Redis call of a lookup (the seen-cache read
+	// and write-back of EventLogged); past it the lookup asks Postgres.
+	// Zero means 100ms.
+	ReadTimeout time.Duration `env:"UUM_READ_TIMEOUT" envDefault:"100ms" desc:"Time limit of each Redis call of an event lookup; past it the lookup asks Postgres."`
 }
+
+// MaxFacilityTrackedEventLen is the longest event name that can get
+// facility variants: its longest variant, "<name>_oh_site_<3 digits>",
+// must still fit uum.MaxNameLen.
+const MaxFacilityTrackedEventLen = uum.MaxNameLen - len("_oh_site_000")
 
 // API configures the HTTP API.
 type API struct {
@@ -117,7 +129,7 @@ const MinTokenLen = 16
 // Statsd configures the statsd client metrics are sent through.
 type Statsd struct {
 	// Addr is the host:port of the statsd agent; empty disables metrics.
-	Addr string `env:"UUM_STATSD_ADDR" envDefault:"127.0.0.1:8125" desc:"Address of the statsd agent (host:port); set it empty to disable metrics."`
+	Addr string `env:"UUM_STATSD_ADDR" envDefault:"127.0.0.1:8125" keepzero:"true" desc:"Address of the statsd agent (host:port); set it empty to disable metrics."`
 }
 
 // statsdAddr is the one variable whose empty value differs from unset.
@@ -203,6 +215,57 @@ func Load(lookup func(string) (string, bool)) (Config, error) {
 	return cfg, nil
 }
 
+// Validate checks a Config built in code as Load checks the environment,
+// and returns every problem the same way: one *Error per problem, naming
+// the variable of the field. Call it after WithDefaults, since a zero
+// field is not valid on its own.
+func (c Config) Validate() error {
+	environ := make(map[string]string) // the values the errors show
+	for _, component := range reflect.ValueOf(c).Fields() {
+		for f, v := range component.Fields() {
+			switch name := varName(f); {
+			case name == "" || f.Type == reflect.TypeFor[[]Token]():
+				// Tokens are secret; their errors never show them.
+			case f.Type == reflect.TypeFor[[]string]():
+				environ[name] = strings.Join(v.Interface().([]string), ",")
+			default:
+				environ[name] = fmt.Sprint(v.Interface())
+			}
+		}
+	}
+	r := &report{environ: environ}
+	c.validate(r)
+	return r.err()
+}
+
+// WithDefaults returns c with each zero field set to its documented
+// default, so that a Config built in code, config.Config{} included, means
+// what Load reads from an empty environment. Fields whose zero value has a
+// meaning of its own keep it: empty lists (Events.Names allows any name;
+// no API.Tokens rejects every request), an empty Statsd.Addr (no metrics)
+// and Processor.MaxRetry 0 (never retry).
+func (c Config) WithDefaults() Config {
+	d := defaultConfig()
+	dst, src := reflect.ValueOf(&c).Elem(), reflect.ValueOf(d)
+	for ci := range dst.NumField() {
+		for f, v := range dst.Field(ci).Fields() {
+			if f.Tag.Get("envDefault") != "" && f.Tag.Get("keepzero") == "" && v.IsZero() {
+				v.Set(src.Field(ci).FieldByIndex(f.Index))
+			}
+		}
+	}
+	return c
+}
+
+// defaultConfig is the Config of an empty environment.
+var defaultConfig = sync.OnceValue(func() Config {
+	var d Config
+	if _, err := parse(&d, map[string]string{}); err != nil {
+		panic(fmt.Sprintf("config: bad envDefault tag: %v", err)) // a bug in this file, caught by its tests
+	}
+	return d
+})
+
 // parsers convert the values whose syntax env does not know.
 var parsers = map[reflect.Type]env.ParserFunc{
 	reflect.TypeFor[bool]():     parseBool,
@@ -219,6 +282,7 @@ func parse(cfg *Config, environ map[string]string) (map[string]bool, error) {
 	// field names repeat across components (Redis.URL, Database.URL).
 	for _, component := range reflect.ValueOf(cfg).Elem().Fields() {
 		err := env.ParseWithOptions(component.Addr().Interface(), opts)
+		invert(component)
 		if err == nil {
 			continue
 		}
@@ -236,6 +300,17 @@ func parse(cfg *Config, environ map[string]string) (map[string]bool, error) {
 		}
 	}
 	return unparsed, nil
+}
+
+// invert flips the bool fields tagged invert:"true": a field whose zero
+// value must mean "on" (Events.Disabled) is read from a variable that says
+// "enabled".
+func invert(component reflect.Value) {
+	for f, v := range component.Fields() {
+		if f.Tag.Get("invert") == "true" {
+			v.SetBool(!v.Bool())
+		}
+	}
 }
 
 // parseBool accepts true/false, 1/0 and yes/no in any case.
@@ -336,19 +411,25 @@ func (p Processor) validate(r *report) {
 	r.check("UUM_DRAIN_LEASE_TTL", p.LeaseTTL >= time.Second, atLeastSecond)
 }
 
-var facilityID = regexp.MustCompile(`^[0-9]{3}$`)
-
 func (e Events) validate(r *report) {
 	// Only a value parseBool rejected fails this check.
 	r.check("UUM_ENABLED", true, "must be true, false, 1, 0, yes or no")
 	validateNames(r, "UUM_EVENT_NAMES", e.Names)
 	for _, id := range e.TrackedFacilityIDs {
-		if !facilityID.MatchString(id) {
+		if uum.ValidateFacilityID("", id) != nil {
 			r.fail("UUM_TRACKED_FACILITY_IDS", fmt.Sprintf("invalid facility id %q: must be 3 digits", id))
 		}
 	}
 	validateNames(r, "UUM_FACILITY_TRACKED_EVENTS", e.FacilityTrackedEvents)
+	for _, n := range e.FacilityTrackedEvents {
+		if len(n) > MaxFacilityTrackedEventLen && uum.ValidateName("", n) == nil {
+			r.fail("UUM_FACILITY_TRACKED_EVENTS", fmt.Sprintf(
+				"event name %q is %d characters: a tracked event must be at most %d, so that its facility variant %q fits the %d-character limit",
+				n, len(n), MaxFacilityTrackedEventLen, n+"_oh_site_757", uum.MaxNameLen))
+		}
+	}
 	r.check("UUM_PUSH_TIMEOUT", e.PushTimeout > 0, "must be a positive duration")
+	r.check("UUM_READ_TIMEOUT", e.ReadTimeout > 0, "must be a positive duration")
 }
 
 func validateNames(r *report, name string, names []string) {

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ var defaults = config.Config{
 		LeaseTTL:      30 * time.Second,
 	},
 	Cache:      config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
-	Events:     config.Events{Enabled: true, PushTimeout: 50 * time.Millisecond},
+	Events:     config.Events{PushTimeout: 50 * time.Millisecond, ReadTimeout: 100 * time.Millisecond},
 	API:        config.API{Addr: "127.0.0.1:8080"},
 	Statsd:     config.Statsd{Addr: "127.0.0.1:8125"},
 	Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
@@ -87,6 +88,7 @@ func TestLoad(t *testing.T) {
 			"UUM_TRACKED_FACILITY_IDS":    "757",
 			"UUM_FACILITY_TRACKED_EVENTS": "appointments_accessed",
 			"UUM_PUSH_TIMEOUT":            "1ms",
+			"UUM_READ_TIMEOUT":            "2ms",
 			"UUM_API_ADDR":                ":0",
 			"UUM_API_TOKENS":              "ingest:" + ingestToken + ", admin:" + adminToken,
 			"UUM_STATSD_ADDR":             "[::1]:9125",
@@ -104,11 +106,12 @@ func TestLoad(t *testing.T) {
 			},
 			Cache: config.Cache{TTL: 24 * time.Hour, Buckets: 1024},
 			Events: config.Events{
-				Enabled:               false,
+				Disabled:              true,
 				Names:                 []string{"login", "mhv_sm_message_sent"},
 				TrackedFacilityIDs:    []string{"757"},
 				FacilityTrackedEvents: []string{"appointments_accessed"},
 				PushTimeout:           time.Millisecond,
+				ReadTimeout:           2 * time.Millisecond,
 			},
 			API: config.API{Addr: ":0", Tokens: []config.Token{
 				{Scope: "ingest", Value: ingestToken},
@@ -126,7 +129,7 @@ func TestLoad(t *testing.T) {
 			"false": false, "False": false, "0": false, "no": false, "NO": false,
 		} {
 			cfg := load(t, map[string]string{"UUM_ENABLED": value})
-			require.Equal(t, want, cfg.Events.Enabled, "UUM_ENABLED=%q", value)
+			require.Equal(t, !want, cfg.Events.Disabled, "UUM_ENABLED=%q", value)
 		}
 	})
 
@@ -189,8 +192,10 @@ func TestLoadRejects(t *testing.T) {
 			cases = append(cases, testCase{name, value, name + `: must be a duration of at least 1s, got "` + value + `"`})
 		}
 	}
-	for _, value := range []string{"abc", "50", "0s", "-1ms"} {
-		cases = append(cases, testCase{"UUM_PUSH_TIMEOUT", value, `UUM_PUSH_TIMEOUT: must be a positive duration, got "` + value + `"`})
+	for _, name := range []string{"UUM_PUSH_TIMEOUT", "UUM_READ_TIMEOUT"} {
+		for _, value := range []string{"abc", "50", "0s", "-1ms"} {
+			cases = append(cases, testCase{name, value, name + `: must be a positive duration, got "` + value + `"`})
+		}
 	}
 	for _, value := range []string{"maybe", "on", "t", "2"} {
 		cases = append(cases, testCase{"UUM_ENABLED", value, `UUM_ENABLED: must be true, false, 1, 0, yes or no, got "` + value + `"`})
@@ -205,6 +210,14 @@ func TestLoadRejects(t *testing.T) {
 			testCase{name, "Login", name + `: invalid event name "Login": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$`},
 			testCase{name, "_login", name + `: invalid event name "_login": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$`},
 		)
+	}
+	// A tracked event of 39-50 characters is a valid name, but its
+	// facility variants would not be: every call for a user at a tracked
+	// facility would fail, the base event included.
+	for _, n := range []int{39, 50} {
+		name := strings.Repeat("a", n)
+		cases = append(cases, testCase{"UUM_FACILITY_TRACKED_EVENTS", "login," + name, fmt.Sprintf(
+			`UUM_FACILITY_TRACKED_EVENTS: event name %q is %d characters: a tracked event must be at most 38, so that its facility variant "%s_oh_site_757" fits the 50-character limit`, name, n, name)})
 	}
 	for _, value := range []string{"localhost", "localhost:", "localhost:http", "localhost:65536", "a:b:c", "http://localhost:80"} {
 		for _, name := range []string{"UUM_API_ADDR", "UUM_STATSD_ADDR"} {
@@ -290,6 +303,74 @@ func TestLoadHidesSecrets(t *testing.T) {
 		require.EqualError(t, err, tt.want)
 		require.NotContains(t, err.Error(), "hunter2")
 	}
+}
+
+func TestLoadAcceptsLongestTrackedEvent(t *testing.T) {
+	t.Parallel()
+
+	name := strings.Repeat("a", config.MaxFacilityTrackedEventLen)
+	cfg := load(t, map[string]string{"UUM_FACILITY_TRACKED_EVENTS": name})
+	require.Equal(t, []string{name}, cfg.Events.FacilityTrackedEvents)
+	require.Len(t, name+"_oh_site_757", 50)
+}
+
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ZeroValueMeansDefaults", func(t *testing.T) {
+		t.Parallel()
+		want := defaults
+		want.Statsd.Addr = "" // an empty address means no metrics
+		want.Processor.MaxRetry = 0
+		require.Equal(t, want, config.Config{}.WithDefaults())
+	})
+
+	t.Run("KeepsSetFields", func(t *testing.T) {
+		t.Parallel()
+		cfg := config.Config{
+			Redis:  config.Redis{KeyPrefix: "app:"},
+			Events: config.Events{Disabled: true, Names: []string{"login"}, ReadTimeout: time.Second},
+		}.WithDefaults()
+		require.Equal(t, "app:", cfg.Redis.KeyPrefix)
+		require.Equal(t, defaults.Redis.URL, cfg.Redis.URL)
+		require.Equal(t, config.Events{Disabled: true, Names: []string{"login"}, PushTimeout: 50 * time.Millisecond, ReadTimeout: time.Second}, cfg.Events)
+	})
+
+	t.Run("LoadedConfigIsUnchanged", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{"UUM_BATCH_SIZE": "7", "UUM_ENABLED": "false"})
+		require.Equal(t, cfg, cfg.WithDefaults())
+	})
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DefaultsAreValid", func(t *testing.T) {
+		t.Parallel()
+		require.NoError(t, config.Config{}.WithDefaults().Validate())
+	})
+
+	t.Run("NamesTheVariableOfEachBadField", func(t *testing.T) {
+		t.Parallel()
+		cfg := config.Config{}.WithDefaults()
+		cfg.Redis.URL = "localhost:6379"
+		cfg.Processor.BatchSize = -1
+		cfg.Events.TrackedFacilityIDs = []string{"757", "75"}
+		cfg.API.Tokens = []config.Token{{Scope: "read", Value: "short"}}
+		require.EqualError(t, cfg.Validate(), strings.Join([]string{
+			`UUM_API_TOKENS: token in entry 1 must be at least 16 characters`,
+			`UUM_BATCH_SIZE: must be a positive integer, got "-1"`,
+			`UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "localhost:6379"`,
+			`UUM_TRACKED_FACILITY_IDS: invalid facility id "75": must be 3 digits`,
+		}, "\n"))
+	})
+
+	t.Run("ZeroFieldIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		err := config.Config{}.Validate()
+		require.ErrorContains(t, err, `UUM_READ_TIMEOUT: must be a positive duration, got "0s"`)
+	})
 }
 
 func TestErrorWithoutValue(t *testing.T) {

@@ -35,7 +35,7 @@ type policy struct{ c *uniqueevents.Client }
 
 func (p *policy) set(t *testing.T, names ...string) {
 	t.Helper()
-	c, err := uniqueevents.New(config.Events{Enabled: true, Names: names}, nil, nil, nil, nil, nil)
+	c, err := uniqueevents.New(config.Events{Names: names}, nil, nil, nil, nil, nil)
 	require.NoError(t, err)
 	p.c = c
 }

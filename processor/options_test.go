@@ -19,7 +19,7 @@ import (
 func TestDrainAppliesTheNamePolicy(t *testing.T) {
 	t.Parallel()
 	b := setup(t, redistest.Real)
-	names, err := uniqueevents.New(config.Events{Enabled: true, Names: []string{"a"}, TrackedFacilityIDs: []string{"757"}}, nil, nil, nil, nil, nil)
+	names, err := uniqueevents.New(config.Events{Names: []string{"a"}, TrackedFacilityIDs: []string{"757"}}, nil, nil, nil, nil, nil)
 	require.NoError(t, err)
 	u := users(1)[0]
 	b.pushEvents(t, uum.Pair{UserID: u, Name: "a"}, uum.Pair{UserID: u, Name: "a_oh_757"}, uum.Pair{UserID: u, Name: "gone"})

@@ -2,7 +2,11 @@ package uniqueevents_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -25,7 +29,6 @@ func ExampleClient_LogEvents() {
 
 	list := buffer.New(rdb, "uum:", 0)
 	client, err := uniqueevents.New(config.Events{
-		Enabled:               true,
 		TrackedFacilityIDs:    []string{"757", "668"},
 		FacilityTrackedEvents: []string{"login"},
 		PushTimeout:           50 * time.Millisecond,
@@ -66,4 +69,38 @@ func ExampleClient_LogEvents() {
 	// search
 	// search_oh_668
 	// {"v":1,"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_name":"login"}
+}
+
+// ExampleOpen is the README's "Library usage": the producer side of an
+// application, from its environment. It is compiled, not run (it needs
+// Redis and Postgres); TestREADMEShowsExampleOpen keeps the README's copy
+// identical.
+func ExampleOpen() {
+	ctx := context.Background()
+	cfg, err := config.Load(os.LookupEnv) // the UUM_* variables; every error names its variable
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := uniqueevents.Open(ctx, cfg, slog.Default()) // Redis, Postgres, buffer, cache
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	uniqueevents.SetDefault(client) // like slog.SetDefault
+
+	// In a request handler:
+	user := uniqueevents.User{ID: "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f", FacilityIDs: []string{"757"}}
+	names, err := uniqueevents.LogEvents(ctx, user, []string{"mhv_landing_page_accessed"})
+	if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
+		log.Printf("bad input in %s: %s", ve.Field, ve.Reason) // a 400 naming ve.Field
+	}
+	fmt.Println(names, err)
+
+	// Explicit mode: a variant for each given facility that is tracked and the user's.
+	names, err = uniqueevents.LogEvents(ctx, user, []string{"rx_refill"}, uniqueevents.WithEventFacilities("757"))
+	fmt.Println(names, err)
+
+	// True once the processor has drained the event.
+	logged, err := uniqueevents.EventLogged(ctx, user.ID, "mhv_landing_page_accessed")
+	fmt.Println(logged, err)
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,70 +33,174 @@ const MetricLogDuration = "uum.unique_user_metrics.log_events.duration"
 // ErrNoDefault is returned by the package-level functions before SetDefault.
 var ErrNoDefault = errors.New("uum: no default uniqueevents client (call uniqueevents.SetDefault)")
 
+// Limits of one LogEvents call. They bound the work and the size of the
+// LPUSH that one call, and so one HTTP request, can cause; a call over a
+// limit returns a *uum.ValidationError naming the field and pushes nothing.
+const (
+	// MaxEventNames is the most names one call may log.
+	MaxEventNames = 100
+	// MaxFacilityIDs is the most ids User.FacilityIDs, and the ids given
+	// to WithEventFacilities, may each hold.
+	MaxFacilityIDs = 32
+	// MaxEntries is the most entries one call may buffer: its names and
+	// their facility variants, without duplicates.
+	MaxEntries = 1000
+)
+
 // User is the authenticated user an event belongs to.
 type User struct {
 	// ID must be a UUID.
 	ID string
-	// FacilityIDs are the user's Oracle Health facility ids, e.g. "757".
+	// FacilityIDs are the user's Oracle Health facility ids, each 3
+	// digits, e.g. "757"; at most MaxFacilityIDs.
 	FacilityIDs []string
 }
 
-type pusher interface {
+// Buffer is where LogEvents pushes entries; *buffer.List and
+// *buffer.Coalescer implement it.
+type Buffer interface {
+	// Push appends entries to the buffer in one LPUSH, so a call's events
+	// are buffered all together or not at all. An error means they may
+	// not have been buffered: Redis failed or ctx ended first.
 	Push(ctx context.Context, entries [][]byte) error
 }
 
-// seenCache is the Redis cache of pairs already counted.
-type seenCache interface {
+// Cache is the cache of pairs already counted; *seencache.Cache
+// implements it. EventLogged bounds each call with Events.ReadTimeout.
+type Cache interface {
+	// Seen reports, for each pair in order, whether it is known to be
+	// counted. An error means the cache could not be read; EventLogged
+	// then asks the Store.
 	Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error)
+	// Mark records that pairs are counted. The cache is best effort:
+	// EventLogged logs an error and answers anyway.
 	Mark(ctx context.Context, pairs []uum.Pair) error
 }
 
-// eventStore answers "was this pair ever logged" from Postgres.
-type eventStore interface {
+// Store answers from the database whether a pair was ever counted;
+// *store.Store implements it.
+type Store interface {
+	// EventLogged reports whether the pair is counted. An error means the
+	// database could not answer.
 	EventLogged(ctx context.Context, p uum.Pair) (bool, error)
 }
 
+var (
+	errNoBuffer = errors.New("uum: LogEvents needs a buffer")
+	errNoStore  = errors.New("uum: EventLogged needs a store")
+)
+
 // Client logs events for users. It is safe for concurrent use.
 type Client struct {
-	enabled     bool
+	disabled    bool
 	policy      uum.NamePolicy
-	tracked     map[string]struct{}
+	tracked     map[string]suffixes // by facility id
 	trackedEvts map[string]struct{}
-	timeout     time.Duration
-	buf         pusher
-	seen        seenCache
-	db          eventStore
+	pushTimeout time.Duration
+	readTimeout time.Duration
+	buf         Buffer
+	seen        Cache
+	db          Store
 	stats       statsd.ClientInterface
 	logger      *slog.Logger
+	cacheDown   atomic.Bool // the last cache read failed
+	closers     []func()    // what Open made, in order
+	closeOnce   sync.Once
 }
 
-// New returns a client configured by cfg. seen, db and stats may be nil:
-// without seen and db EventLogged returns an error; without stats no
-// timing is sent.
-func New(cfg config.Events, buf pusher, seen seenCache, db eventStore, stats statsd.ClientInterface, logger *slog.Logger) (*Client, error) {
+// suffixes are the facility variant suffixes of one tracked facility id,
+// built once so that a call only concatenates.
+type suffixes struct {
+	explicit string // "_oh_757"
+	site     string // "_oh_site_757"
+}
+
+// Facility variants are "<name>_oh_<id>" (explicit mode) and
+// "<name>_oh_site_<id>" (user mode).
+const (
+	explicitInfix = "_oh_"
+	siteMark      = "site_"
+)
+
+// Defaults of the zero config.Events fields.
+const (
+	defaultPushTimeout = 50 * time.Millisecond
+	defaultReadTimeout = 100 * time.Millisecond
+)
+
+// New returns a client configured by cfg, whose zero value means the
+// documented defaults: logging on, any valid name, no facility variants,
+// a 50ms push and 100ms cache reads. Every collaborator may be nil: without
+// buf LogEvents returns an error, without db EventLogged does; without seen
+// EventLogged asks db directly, without stats no timing is sent and
+// without logger nothing is logged. New returns an error for a configuration config.Load
+// would reject.
+func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.ClientInterface, logger *slog.Logger) (*Client, error) {
 	policy, err := uum.NewNamePolicy(cfg.Names)
 	if err != nil {
 		return nil, fmt.Errorf("event names: %w", err)
 	}
+	tracked, err := trackedFacilities(cfg.TrackedFacilityIDs)
+	if err != nil {
+		return nil, err
+	}
+	trackedEvts, err := trackedEvents(cfg.FacilityTrackedEvents)
+	if err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	timeout := cfg.PushTimeout
-	if timeout <= 0 {
-		timeout = 50 * time.Millisecond
-	}
 	return &Client{
-		enabled:     cfg.Enabled,
+		disabled:    cfg.Disabled,
 		policy:      policy,
-		tracked:     set(cfg.TrackedFacilityIDs),
-		trackedEvts: set(cfg.FacilityTrackedEvents),
-		timeout:     timeout,
+		tracked:     tracked,
+		trackedEvts: trackedEvts,
+		pushTimeout: orDefault(cfg.PushTimeout, defaultPushTimeout),
+		readTimeout: orDefault(cfg.ReadTimeout, defaultReadTimeout),
 		buf:         buf,
 		seen:        seen,
 		db:          db,
 		stats:       stats,
 		logger:      logger,
 	}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// trackedFacilities checks the tracked ids and builds their suffixes.
+func trackedFacilities(ids []string) (map[string]suffixes, error) {
+	m := make(map[string]suffixes, len(ids))
+	for i, id := range ids {
+		if err := uum.ValidateFacilityID(fmt.Sprintf("tracked facility ids[%d]", i), id); err != nil {
+			return nil, err
+		}
+		m[id] = suffixes{explicit: explicitInfix + id, site: explicitInfix + siteMark + id}
+	}
+	return m, nil
+}
+
+// trackedEvents checks the names that get user-mode variants: each must
+// leave room for its longest variant.
+func trackedEvents(names []string) (map[string]struct{}, error) {
+	m := make(map[string]struct{}, len(names))
+	for i, n := range names {
+		field := fmt.Sprintf("facility tracked events[%d]", i)
+		if err := uum.ValidateName(field, n); err != nil {
+			return nil, err
+		}
+		if len(n) > config.MaxFacilityTrackedEventLen {
+			return nil, &uum.ValidationError{Field: field, Value: n, Reason: fmt.Sprintf(
+				"must be at most %d characters, so that its facility variants fit %d", config.MaxFacilityTrackedEventLen, uum.MaxNameLen)}
+		}
+		m[n] = struct{}{}
+	}
+	return m, nil
 }
 
 // Option changes how one LogEvents call derives facility variants.
@@ -109,7 +214,8 @@ type callOptions struct {
 // WithEventFacilities selects explicit mode: every event gets a variant
 // "<name>_oh_<id>" for each given id that is tracked and in the user's
 // facilities, in the given order. An empty list means no variants, not a
-// fallback to the user's facilities.
+// fallback to the user's facilities. Each id must be 3 digits; at most
+// MaxFacilityIDs.
 func WithEventFacilities(ids ...string) Option {
 	return func(o *callOptions) {
 		o.explicit = true
@@ -124,7 +230,8 @@ func (c *Client) LogEvent(ctx context.Context, user User, name string, opts ...O
 
 // LogEvents buffers names for user and returns the names buffered, in order,
 // each followed by its facility variants. All of them go to Redis in one
-// LPUSH. Any invalid input returns a *uum.ValidationError and pushes
+// LPUSH. Any invalid input, or a call over one of the limits (MaxEventNames,
+// MaxFacilityIDs, MaxEntries), returns a *uum.ValidationError and pushes
 // nothing. When logging is disabled it returns an empty list.
 func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
 	start := time.Now()
@@ -139,8 +246,11 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 	if err != nil {
 		return nil, err
 	}
-	if !c.enabled {
+	if c.disabled {
 		return []string{}, nil
+	}
+	if c.buf == nil {
+		return nil, errNoBuffer
 	}
 	// One backing array for all entries: this runs on every request, and
 	// allocation rate is what sets the GC's share of the latency tail.
@@ -151,7 +261,7 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf)
 		entries[i] = buf[start:len(buf):len(buf)]
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.pushTimeout)
 	defer cancel()
 	// Timed from here on, failures included: a slow or dead Redis is what
 	// the timing must show. Calls rejected before the push (bad input,
@@ -184,52 +294,142 @@ func (c *Client) timeLog(start time.Time, err error) {
 }
 
 // expand validates the call and returns the user id and the names to
-// buffer, with facility variants, without duplicates.
+// buffer, with facility variants, without duplicates. Its work is linear
+// in the entries it returns: the facility ids are checked and intersected
+// once per call, not once per name.
 func (c *Client) expand(user User, names []string, o callOptions) (uum.UUID, []string, error) {
 	id, err := uum.ParseUUID("user_id", user.ID)
 	if err != nil {
 		return uum.UUID{}, nil, err
 	}
-	if len(names) == 0 {
+	switch {
+	case len(names) == 0:
 		return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: "must contain at least one event name"}
+	case len(names) > MaxEventNames:
+		return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: fmt.Sprintf("must contain at most %d event names, got %d", MaxEventNames, len(names))}
 	}
-	d := dedupe{out: make([]string, 0, len(names))}
-	if len(names) > 16 { // a map only for long lists; most calls carry a few names
-		d.seen = make(map[string]struct{}, len(names))
+	variants, err := c.variantSuffixes(user, o)
+	if err != nil {
+		return uum.UUID{}, nil, err
 	}
+	d := newDedupe(len(names) * (1 + len(variants)))
 	for i, name := range names {
-		err := c.policy.Check("", name)
-		if err == nil {
-			err = d.add(name)
-		}
-		for _, v := range c.variants(user, name, o) {
-			if err == nil {
-				err = d.add(v)
-			}
-		}
-		if err != nil {
+		if err := c.addName(&d, name, variants, o.explicit); err != nil {
 			// The field path is built only on failure: this runs on every
 			// request.
-			var ve *uum.ValidationError
-			if errors.As(err, &ve) {
+			if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
 				ve.Field = fmt.Sprintf("event_names[%d]", i)
 			}
 			return uum.UUID{}, nil, err
+		}
+		if len(d.out) > MaxEntries {
+			return uum.UUID{}, nil, &uum.ValidationError{Field: "event_names", Reason: fmt.Sprintf(
+				"must expand to at most %d events with their facility variants", MaxEntries)}
 		}
 	}
 	return id, d.out, nil
 }
 
-// dedupe collects valid names in first-seen order.
+// addName adds name and, when it gets them, its variants: every name in
+// explicit mode, the tracked events in user mode.
+func (c *Client) addName(d *dedupe, name string, variants []string, explicit bool) error {
+	if err := c.policy.Check("", name); err != nil {
+		return err
+	}
+	d.add(name)
+	if _, tracked := c.trackedEvts[name]; !explicit && !tracked {
+		return nil
+	}
+	for _, suffix := range variants {
+		v := name + suffix
+		// A derived name can break the length rule even when its base
+		// did not (explicit mode adds variants to any name).
+		if err := uum.ValidateName("", v); err != nil {
+			return err
+		}
+		d.add(v)
+	}
+	return nil
+}
+
+// variantSuffixes checks the call's facility ids and returns the suffixes
+// of its variants, in order, without duplicates: in user mode the user's
+// tracked facilities; in explicit mode the given ids that are tracked and
+// the user's.
+func (c *Client) variantSuffixes(user User, o callOptions) ([]string, error) {
+	var mine facilitySet
+	if err := mine.addAll("user_facility_ids", user.FacilityIDs); err != nil {
+		return nil, err
+	}
+	ids := user.FacilityIDs
+	if o.explicit {
+		var given facilitySet
+		if err := given.addAll("event_facility_ids", o.facilities); err != nil {
+			return nil, err
+		}
+		ids = o.facilities
+	}
+	var out []string
+	var done facilitySet
+	for _, id := range ids {
+		s, tracked := c.tracked[id]
+		if !tracked || !mine.has(id) || done.has(id) {
+			continue
+		}
+		done.add(id)
+		if o.explicit {
+			out = append(out, s.explicit)
+		} else {
+			out = append(out, s.site)
+		}
+	}
+	return out, nil
+}
+
+// facilitySet is a set of valid facility ids, 3 digits each: one bit per
+// possible id, so building and probing it neither allocates nor hashes.
+type facilitySet [1000/64 + 1]uint64
+
+// addAll checks ids, at most MaxFacilityIDs valid ones, and adds them.
+// field names the list for the error.
+func (s *facilitySet) addAll(field string, ids []string) error {
+	if len(ids) > MaxFacilityIDs {
+		return &uum.ValidationError{Field: field, Reason: fmt.Sprintf("must contain at most %d facility ids, got %d", MaxFacilityIDs, len(ids))}
+	}
+	for i, id := range ids {
+		if uum.ValidateFacilityID("", id) != nil {
+			// Again with the field path, built only on failure.
+			return uum.ValidateFacilityID(fmt.Sprintf("%s[%d]", field, i), id)
+		}
+		s.add(id)
+	}
+	return nil
+}
+
+// index maps a valid facility id to 0-999.
+func index(id string) int { return int(id[0]-'0')*100 + int(id[1]-'0')*10 + int(id[2]-'0') }
+
+func (s *facilitySet) add(id string)      { i := index(id); s[i/64] |= 1 << (i % 64) }
+func (s *facilitySet) has(id string) bool { i := index(id); return s[i/64]&(1<<(i%64)) != 0 }
+
+// dedupe collects names in first-seen order.
 type dedupe struct {
 	out  []string
 	seen map[string]struct{} // nil: search out instead
 }
 
-func (d *dedupe) add(n string) error {
-	if err := uum.ValidateName("", n); err != nil {
-		return err
+// newDedupe sizes a dedupe for at most n names: a map only for long
+// lists, since most calls carry a few names.
+func newDedupe(n int) dedupe {
+	n = min(n, MaxEntries+1)
+	d := dedupe{out: make([]string, 0, n)}
+	if n > 16 {
+		d.seen = make(map[string]struct{}, n)
 	}
+	return d
+}
+
+func (d *dedupe) add(n string) {
 	if d.seen == nil {
 		if !slices.Contains(d.out, n) {
 			d.out = append(d.out, n)
@@ -238,45 +438,14 @@ func (d *dedupe) add(n string) error {
 		d.seen[n] = struct{}{}
 		d.out = append(d.out, n)
 	}
-	return nil
-}
-
-// Facility variants are "<name>_oh_<id>" (explicit mode) and
-// "<name>_oh_site_<id>" (user mode).
-const (
-	explicitInfix = "_oh_"
-	siteMark      = "site_"
-)
-
-// variants returns the facility event names derived from name.
-func (c *Client) variants(user User, name string, o callOptions) []string {
-	var out []string
-	if o.explicit {
-		for i, f := range o.facilities {
-			f = strings.TrimSpace(f)
-			if _, ok := c.tracked[f]; !ok || containsTrimmed(o.facilities[:i], f) || !containsTrimmed(user.FacilityIDs, f) {
-				continue
-			}
-			out = append(out, name+explicitInfix+f)
-		}
-		return out
-	}
-	if _, ok := c.trackedEvts[name]; !ok {
-		return nil
-	}
-	for i, f := range user.FacilityIDs {
-		f = strings.TrimSpace(f)
-		if _, ok := c.tracked[f]; !ok || containsTrimmed(user.FacilityIDs[:i], f) {
-			continue
-		}
-		out = append(out, name+explicitInfix+siteMark+f)
-	}
-	return out
 }
 
 // EventLogged reports whether user ever logged name: the seen-cache first,
-// then Postgres. A positive answer from Postgres is cached. It works
-// whether or not logging is enabled.
+// then the store. A positive answer from the store is written back to the
+// cache. Each cache call is bounded by Events.ReadTimeout, and a failed
+// cache read sends the lookup to the store at once, without the
+// write-back, so a Redis outage costs a lookup at most one ReadTimeout.
+// It works whether or not logging is enabled.
 func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, error) {
 	if c == nil {
 		return false, ErrNoDefault
@@ -291,28 +460,58 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 		return false, err
 	}
 	if c.db == nil {
-		return false, errors.New("uum: EventLogged needs a store")
+		return false, errNoStore
 	}
 	p := uum.Pair{UserID: id, Name: name}
-	if c.seen != nil {
-		hits, err := c.seen.Seen(ctx, []uum.Pair{p})
-		if err == nil && len(hits) == 1 && hits[0] {
-			return true, nil
-		}
-		if err != nil {
-			c.logger.WarnContext(ctx, "seen cache read failed, asking postgres", "error", err)
-		}
+	hit, cacheUp := c.cached(ctx, p)
+	if hit {
+		return true, nil
 	}
 	ok, err := c.db.EventLogged(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("event logged: %w", err)
 	}
-	if ok && c.seen != nil {
-		if err := c.seen.Mark(ctx, []uum.Pair{p}); err != nil {
-			c.logger.WarnContext(ctx, "seen cache write failed", "error", err)
-		}
+	if ok && cacheUp {
+		c.markCached(ctx, p)
 	}
 	return ok, nil
+}
+
+// cached asks the cache about p within the read timeout. up is false when
+// there is no cache or it failed.
+func (c *Client) cached(ctx context.Context, p uum.Pair) (hit, up bool) {
+	if c.seen == nil {
+		return false, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.readTimeout)
+	defer cancel()
+	hits, err := c.seen.Seen(rctx, []uum.Pair{p})
+	if err == nil && len(hits) != 1 {
+		err = fmt.Errorf("seen cache answered %d results for 1 pair", len(hits))
+	}
+	c.noteCache(ctx, err)
+	return err == nil && hits[0], err == nil
+}
+
+// markCached writes a store hit back to the cache within the read timeout.
+func (c *Client) markCached(ctx context.Context, p uum.Pair) {
+	wctx, cancel := context.WithTimeout(ctx, c.readTimeout)
+	defer cancel()
+	c.noteCache(ctx, c.seen.Mark(wctx, []uum.Pair{p}))
+}
+
+// noteCache logs the cache going down and coming back once each, not once
+// per lookup: during an outage every lookup fails the same way.
+func (c *Client) noteCache(ctx context.Context, err error) {
+	if err != nil {
+		if !c.cacheDown.Swap(true) {
+			c.logger.WarnContext(ctx, "seen cache unavailable, lookups ask postgres", "error", err)
+		}
+		return
+	}
+	if c.cacheDown.Swap(false) {
+		c.logger.InfoContext(ctx, "seen cache available again")
+	}
 }
 
 // loggable returns nil if LogEvents could ever buffer name: a name the
@@ -372,24 +571,4 @@ func LogEvent(ctx context.Context, user User, name string, opts ...Option) ([]st
 // EventLogged calls EventLogged on the default client.
 func EventLogged(ctx context.Context, userID, name string) (bool, error) {
 	return Default().EventLogged(ctx, userID, name)
-}
-
-func set(items []string) map[string]struct{} {
-	m := make(map[string]struct{}, len(items))
-	for _, it := range items {
-		m[strings.TrimSpace(it)] = struct{}{}
-	}
-	return m
-}
-
-// containsTrimmed reports whether items holds f, ignoring surrounding
-// space: facility lists are a handful of ids, so a scan beats building a
-// set on every call.
-func containsTrimmed(items []string, f string) bool {
-	for _, it := range items {
-		if strings.TrimSpace(it) == f {
-			return true
-		}
-	}
-	return false
 }

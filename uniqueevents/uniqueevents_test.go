@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/loadgen"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
@@ -28,7 +30,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 const userID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
@@ -38,7 +40,6 @@ const userID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
 // behaviour cases; the timeout itself is tested with a 50ms one.
 func testConfig() config.Events {
 	return config.Events{
-		Enabled:               true,
 		TrackedFacilityIDs:    []string{"757", "668", "123"},
 		FacilityTrackedEvents: []string{"login"},
 		PushTimeout:           5 * time.Second,
@@ -197,7 +198,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 
 	t.Run("DisabledPushesNothing", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, options{config: func(c *config.Events) { c.Enabled = false }})
+		b := setup(t, options{config: func(c *config.Events) { c.Disabled = true }})
 
 		got, err := b.client.LogEvents(ctx, user, []string{"login"})
 		require.NoError(t, err)
@@ -210,7 +211,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 	t.Run("UserModeVariantsForTrackedEventsOnly", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, options{})
-		u := uniqueevents.User{ID: userID, FacilityIDs: []string{"668", "999", "757", "668", " 757 ", ""}}
+		u := uniqueevents.User{ID: userID, FacilityIDs: []string{"668", "999", "757", "668", "757"}}
 
 		got, err := b.client.LogEvents(ctx, u, []string{"search", "login"})
 		require.NoError(t, err)
@@ -283,20 +284,94 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 
 	t.Run("DerivedNameTooLongPushesNothing", func(t *testing.T) {
 		t.Parallel()
-		long := strings.Repeat("a", uum.MaxNameLen-len("_oh_site_757")+1)
-		b := setup(t, options{config: func(c *config.Events) {
-			c.FacilityTrackedEvents = append(c.FacilityTrackedEvents, long)
-		}})
+		b := setup(t, options{})
 
-		_, err := b.client.LogEvents(ctx, user, []string{"search", long})
+		long := strings.Repeat("b", uum.MaxNameLen-len("_oh_757")+1)
+		_, err := b.client.LogEvents(ctx, user, []string{"search", long}, uniqueevents.WithEventFacilities("757"))
 		verr := requireValidationError(t, err, "event_names[1]")
-		require.Equal(t, long+"_oh_site_757", verr.Value)
-
-		long = strings.Repeat("b", uum.MaxNameLen-len("_oh_757")+1)
-		_, err = b.client.LogEvents(ctx, user, []string{long}, uniqueevents.WithEventFacilities("757"))
-		verr = requireValidationError(t, err, "event_names[0]")
 		require.Equal(t, long+"_oh_757", verr.Value)
 
+		require.Empty(t, b.cmds.Names())
+		require.Empty(t, b.buffered(t))
+	})
+
+	// The zero config.Events means the documented defaults: logging on.
+	t.Run("ZeroConfigLogs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{config: func(c *config.Events) { *c = config.Events{} }})
+
+		got, err := b.client.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"login"}, got)
+		require.Equal(t, []string{"login"}, b.buffered(t))
+	})
+
+	t.Run("MalformedFacilityIDsPushNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		for _, id := range []string{"abc", "75", "7575", " 757", ""} {
+			u := uniqueevents.User{ID: userID, FacilityIDs: []string{"757", id}}
+			_, err := b.client.LogEvents(ctx, u, []string{"login"})
+			verr := requireValidationError(t, err, "user_facility_ids[1]")
+			require.Equal(t, id, verr.Value)
+
+			_, err = b.client.LogEvents(ctx, user, []string{"login"}, uniqueevents.WithEventFacilities(id))
+			verr = requireValidationError(t, err, "event_facility_ids[0]")
+			require.Equal(t, "must be a facility id of 3 digits", verr.Reason)
+		}
+		require.Empty(t, b.cmds.Names())
+	})
+
+	t.Run("UpToTheLimitsIsBuffered", func(t *testing.T) {
+		t.Parallel()
+		ids := facilityIDs(uniqueevents.MaxFacilityIDs)
+		b := setup(t, options{config: func(c *config.Events) { c.TrackedFacilityIDs = ids }})
+
+		// 100 names, each with 9 variants: exactly MaxEntries.
+		names := eventNames(uniqueevents.MaxEventNames)
+		u := uniqueevents.User{ID: userID, FacilityIDs: ids}
+		got, err := b.client.LogEvents(ctx, u, names, uniqueevents.WithEventFacilities(ids[:9]...))
+		require.NoError(t, err)
+		require.Len(t, got, uniqueevents.MaxEntries)
+		require.Equal(t, []string{"lpush"}, b.cmds.Names())
+	})
+
+	// Each limit is checked before any work that grows with the input: a
+	// call far over a limit (what a 64 KiB request body can hold) is
+	// rejected as fast as one just over it, and buffers nothing.
+	t.Run("OverTheLimitsPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		ids := facilityIDs(uniqueevents.MaxFacilityIDs)
+		b := setup(t, options{config: func(c *config.Events) { c.TrackedFacilityIDs = ids }})
+		many := func(n int) []string { return slices.Repeat([]string{"757"}, n) }
+
+		tests := []struct {
+			name   string
+			user   uniqueevents.User
+			names  []string
+			opts   []uniqueevents.Option
+			field  string
+			reason string
+		}{
+			{"Names", user, eventNames(uniqueevents.MaxEventNames + 1), nil,
+				"event_names", "must contain at most 100 event names, got 101"},
+			{"NamesOfAFullBody", user, eventNames(11018), nil,
+				"event_names", "must contain at most 100 event names, got 11018"},
+			{"UserFacilities", uniqueevents.User{ID: userID, FacilityIDs: many(uniqueevents.MaxFacilityIDs + 1)}, []string{"login"}, nil,
+				"user_facility_ids", "must contain at most 32 facility ids, got 33"},
+			{"UserFacilitiesOfAFullBody", uniqueevents.User{ID: userID, FacilityIDs: many(10000)}, eventNames(100), nil,
+				"user_facility_ids", "must contain at most 32 facility ids, got 10000"},
+			{"EventFacilities", user, []string{"login"}, []uniqueevents.Option{uniqueevents.WithEventFacilities(many(33)...)},
+				"event_facility_ids", "must contain at most 32 facility ids, got 33"},
+			{"Entries", uniqueevents.User{ID: userID, FacilityIDs: ids}, eventNames(100), []uniqueevents.Option{uniqueevents.WithEventFacilities(ids[:10]...)},
+				"event_names", "must expand to at most 1000 events with their facility variants"},
+		}
+		for _, tt := range tests {
+			_, err := b.client.LogEvents(ctx, tt.user, tt.names, tt.opts...)
+			verr := requireValidationError(t, err, tt.field)
+			require.Equal(t, tt.reason, verr.Reason, tt.name)
+		}
 		require.Empty(t, b.cmds.Names())
 		require.Empty(t, b.buffered(t))
 	})
@@ -323,6 +398,24 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		requireValidationError(t, err, "event_names[0]")
 		require.Empty(t, statsdtest.Find(stats.Metrics(t), uniqueevents.MetricLogDuration))
 	})
+}
+
+// eventNames returns n distinct valid names.
+func eventNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("e%d", i)
+	}
+	return names
+}
+
+// facilityIDs returns n distinct facility ids.
+func facilityIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%03d", 100+i)
+	}
+	return ids
 }
 
 func TestLogEventsRedisFailure(t *testing.T) {
@@ -417,11 +510,31 @@ type fakeCache struct {
 	hit     bool
 	err     error
 	markErr error
-	seen    int
-	marked  []uum.Pair
+	// hang makes Seen and Mark wait for their context like a Redis that
+	// never answers.
+	hang   bool
+	seen   int
+	marked []uum.Pair
+	// deadlines records whether each call's context had a deadline.
+	deadlines []bool
 }
 
-func (f *fakeCache) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
+func (f *fakeCache) call(ctx context.Context) error {
+	_, ok := ctx.Deadline()
+	f.mu.Lock()
+	f.deadlines = append(f.deadlines, ok)
+	f.mu.Unlock()
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (f *fakeCache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
+	if err := f.call(ctx); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen++
@@ -435,7 +548,10 @@ func (f *fakeCache) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
 	return hits, nil
 }
 
-func (f *fakeCache) Mark(_ context.Context, pairs []uum.Pair) error {
+func (f *fakeCache) Mark(ctx context.Context, pairs []uum.Pair) error {
+	if err := f.call(ctx); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.marked = append(f.marked, pairs...)
@@ -518,6 +634,51 @@ func TestEventLogged(t *testing.T) {
 		require.Equal(t, []uum.Pair{pair}, b.store.asked)
 	})
 
+	// A Redis that never answers costs a lookup one read timeout, then the
+	// store answers; the write-back is not tried against a cache that just
+	// failed.
+	t.Run("HangingCacheFallsThroughToStore", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.ReadTimeout = time.Millisecond
+		b := setup(t, cfg, &fakeCache{hang: true}, &fakeStore{logged: true})
+
+		ok, err := b.client.EventLogged(ctx, userID, "login") // ctx has no deadline
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, []bool{true}, b.cache.deadlines, "the read is bounded; no write-back")
+		require.Equal(t, []uum.Pair{pair}, b.store.asked)
+	})
+
+	t.Run("CacheCallsAreBounded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, config.Events{}, &fakeCache{}, &fakeStore{logged: true})
+
+		_, err := b.client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true}, b.cache.deadlines, "read and write-back")
+	})
+
+	t.Run("CacheOutageIsLoggedOnce", func(t *testing.T) {
+		t.Parallel()
+		logs := testenv.NewBuffer(t, "logs")
+		cache := &fakeCache{err: errors.New("redis down")}
+		client, err := uniqueevents.New(testConfig(), nil, cache, &fakeStore{logged: true}, nil, slog.New(slog.NewJSONHandler(logs, nil)))
+		require.NoError(t, err)
+
+		for range 3 {
+			_, err := client.EventLogged(ctx, userID, "login")
+			require.NoError(t, err)
+		}
+		require.Equal(t, 1, strings.Count(logs.String(), "seen cache unavailable"))
+		cache.mu.Lock()
+		cache.err = nil
+		cache.mu.Unlock()
+		_, err = client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.Equal(t, 1, strings.Count(logs.String(), "seen cache available again"))
+	})
+
 	t.Run("CacheWriteErrorIsNotFatal", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, testConfig(), &fakeCache{markErr: errors.New("redis down")}, &fakeStore{logged: true})
@@ -552,7 +713,7 @@ func TestEventLogged(t *testing.T) {
 	t.Run("WorksWhenDisabled", func(t *testing.T) {
 		t.Parallel()
 		cfg := testConfig()
-		cfg.Enabled = false
+		cfg.Disabled = true
 		b := setup(t, cfg, &fakeCache{}, &fakeStore{logged: true})
 
 		ok, err := b.client.EventLogged(ctx, userID, "login")
@@ -657,6 +818,33 @@ func TestNew(t *testing.T) {
 		_, err := uniqueevents.New(cfg, nil, nil, nil, nil, nil)
 		requireValidationError(t, err, "[1]")
 		require.ErrorContains(t, err, "event names:")
+	})
+
+	t.Run("RejectsMalformedTrackedFacilityID", func(t *testing.T) {
+		t.Parallel()
+		cfg := testConfig()
+		cfg.TrackedFacilityIDs = []string{"757", "75"}
+		_, err := uniqueevents.New(cfg, nil, nil, nil, nil, nil)
+		requireValidationError(t, err, "tracked facility ids[1]")
+	})
+
+	// A tracked event's user-mode variants must fit the name limit, or
+	// every call for a user at a tracked facility would fail.
+	t.Run("TrackedEventsLeaveRoomForVariants", func(t *testing.T) {
+		t.Parallel()
+		longest := strings.Repeat("a", config.MaxFacilityTrackedEventLen)
+		cfg := testConfig()
+		cfg.FacilityTrackedEvents = []string{longest}
+		client, err := uniqueevents.New(cfg, discard{}, nil, nil, nil, nil)
+		require.NoError(t, err)
+		got, err := client.LogEvents(context.Background(), uniqueevents.User{ID: userID, FacilityIDs: []string{"757"}}, []string{longest})
+		require.NoError(t, err)
+		require.Equal(t, []string{longest, longest + "_oh_site_757"}, got)
+
+		cfg.FacilityTrackedEvents = []string{"login", longest + "a"}
+		_, err = uniqueevents.New(cfg, nil, nil, nil, nil, nil)
+		verr := requireValidationError(t, err, "facility tracked events[1]")
+		require.Equal(t, "must be at most 38 characters, so that its facility variants fit 50", verr.Reason)
 	})
 }
 

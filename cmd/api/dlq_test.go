@@ -37,7 +37,7 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	seen := seencache.New(b.Redis, b.Prefix, time.Hour, st)
 	drain := func(names ...string) {
 		t.Helper()
-		policy, err := uniqueevents.New(config.Events{Enabled: true, Names: names}, nil, nil, nil, nil, nil)
+		policy, err := uniqueevents.New(config.Events{Names: names}, nil, nil, nil, nil, nil)
 		require.NoError(t, err)
 		cfg := config.Processor{BatchSize: 100, MaxIterations: 5, MaxQueueDepth: 1000, LeaseTTL: 30 * time.Second}
 		_, err = processor.NewDrainer(cfg, buf, seen, st, nil, nil, processor.WithNames(policy)).Drain(ctx)

@@ -1,0 +1,118 @@
+package uniqueevents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/store"
+)
+
+// Pipelining of the pushes of concurrent calls: workers pipelines in
+// flight at once, each carrying at most pipeline calls' LPUSHes, each
+// round-trip bounded by pipelineTimeout (a call's own bound is
+// Events.PushTimeout). cmd/api uses the same figures.
+const (
+	pushWorkers     = 4
+	pushPipeline    = 64
+	pipelineTimeout = time.Second
+)
+
+// Open builds the whole producer side from cfg, for an application that
+// logs events: a Postgres pool and a Redis client of its own, the store,
+// the buffer (with concurrent calls' pushes pipelined together), the
+// seen-pairs cache and the Client over them. Zero fields of cfg mean their
+// defaults (config.Config.WithDefaults), so config.Config{} talks to a
+// local Redis and Postgres; config.Load(os.LookupEnv) reads the UUM_*
+// variables. A bad field is a *config.Error naming its variable.
+//
+// The Redis client never retries a command: every call on the request
+// path is bounded by Events.PushTimeout or Events.ReadTimeout, and a
+// failed push is the caller's to retry. Open connects lazily and does not
+// migrate the database (the processor does at start), so it succeeds
+// while Redis or Postgres is down. Metrics go to cfg.Statsd.Addr when it
+// is set. logger may be nil. Close releases everything Open made.
+func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Client, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var closers []func()
+	defer func() {
+		if err != nil {
+			closeAll(closers)
+		}
+	}()
+	pool, err := openPool(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, pool.Close)
+	st := store.New(pool)
+
+	ropt, err := redis.ParseURL(cfg.Redis.URL)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
+	}
+	ropt.ContextTimeoutEnabled = true // the request path's bounds are contexts
+	ropt.MaxRetries = -1
+	rdb := redis.NewClient(ropt)
+	closers = append(closers, func() { _ = rdb.Close() })
+
+	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), pushWorkers, pushPipeline, pipelineTimeout)
+	closers = append(closers, pusher.Close)
+	seen := seencache.New(rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, seencache.WithBuckets(uint32(cfg.Cache.Buckets)))
+
+	var stats statsd.ClientInterface
+	if cfg.Statsd.Addr != "" {
+		s, err := statsd.New(cfg.Statsd.Addr, statsd.WithoutTelemetry())
+		if err != nil {
+			return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
+		}
+		stats = s
+		closers = append(closers, func() { _ = s.Flush(); _ = s.Close() })
+	}
+	c, err := New(cfg.Events, pusher, seen, st, stats, logger)
+	if err != nil {
+		return nil, err
+	}
+	c.closers = closers
+	return c, nil
+}
+
+func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	return pool, nil
+}
+
+// Close stops the pipelined pushes (waiting for those in flight), flushes
+// metrics and closes Redis and Postgres, for a Client made by Open; it
+// does nothing for one made by New, whose collaborators belong to the
+// caller. It is safe to call more than once. After Close, LogEvents and
+// EventLogged return errors.
+func (c *Client) Close() {
+	c.closeOnce.Do(func() { closeAll(c.closers) })
+}
+
+// closeAll runs closers last first: what uses Redis before the Redis
+// client, and the pool last.
+func closeAll(closers []func()) {
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
+}

@@ -1,0 +1,112 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func TestOpen(t *testing.T) {
+	t.Parallel()
+
+	ctx := context.Background()
+	user := uniqueevents.User{ID: userID, FacilityIDs: []string{"757"}}
+
+	// setup returns a config for a migrated schema of the test's own and,
+	// unless redisURL is set, a key prefix on the test Redis.
+	setup := func(t *testing.T, redisURL string) (config.Config, *store.Store) {
+		t.Helper()
+		pool, dbURL := dbtest.Schema(t)
+		cfg := config.Config{
+			Database: config.Database{URL: dbURL},
+			Redis:    config.Redis{URL: redisURL, KeyPrefix: redistest.Prefix(t)},
+			Events: config.Events{
+				TrackedFacilityIDs:    []string{"757"},
+				FacilityTrackedEvents: []string{"login"},
+				PushTimeout:           5 * time.Second, // generous: a loaded test machine
+			},
+		}
+		return cfg, store.New(pool)
+	}
+
+	t.Run("BuildsTheProducerSide", func(t *testing.T) {
+		t.Parallel()
+		rdb, _ := redistest.Real(t)
+		cfg, st := setup(t, redistest.URL())
+		client, err := uniqueevents.Open(ctx, cfg, nil)
+		require.NoError(t, err)
+		defer client.Close()
+
+		got, err := client.LogEvents(ctx, user, []string{"login"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"login", "login_oh_site_757"}, got)
+		entries, err := buffer.New(rdb, cfg.Redis.KeyPrefix, 0).Peek(ctx, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, entries, 2)
+
+		logged, err := client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.False(t, logged, "buffered, not drained")
+		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
+		require.NoError(t, err)
+		logged, err = client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, logged)
+	})
+
+	// A Redis that accepts connections and never answers: the lookup
+	// gives up on the cache after one read timeout, with no retry, and
+	// Postgres answers.
+	t.Run("SilentRedisFallsThroughToPostgres", func(t *testing.T) {
+		t.Parallel()
+		cfg, st := setup(t, "redis://"+redistest.SilentServer(t)+"/0")
+		cfg.Events.PushTimeout = 0 // the default, 50ms: this push must fail
+		_, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
+		require.NoError(t, err)
+		client, err := uniqueevents.Open(ctx, cfg, nil)
+		require.NoError(t, err)
+		defer client.Close()
+
+		logged, err := client.EventLogged(ctx, userID, "login") // ctx has no deadline
+		require.NoError(t, err)
+		require.True(t, logged)
+		_, err = client.LogEvents(ctx, user, []string{"login"})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+
+	t.Run("ZeroConfigMeansDefaults", func(t *testing.T) {
+		t.Parallel()
+		client, err := uniqueevents.Open(ctx, config.Config{}, nil) // connects lazily
+		require.NoError(t, err)
+		client.Close()
+		client.Close() // idempotent
+	})
+
+	t.Run("BadFieldNamesItsVariable", func(t *testing.T) {
+		t.Parallel()
+		_, err := uniqueevents.Open(ctx, config.Config{Redis: config.Redis{URL: "localhost:6379"}}, nil)
+		var cerr *config.Error
+		require.ErrorAs(t, err, &cerr)
+		require.Equal(t, "UUM_REDIS_URL", cerr.Var)
+	})
+
+	t.Run("CloseOfNewClientIsNoop", func(t *testing.T) {
+		t.Parallel()
+		client, err := uniqueevents.New(config.Events{}, discard{}, nil, nil, nil, nil)
+		require.NoError(t, err)
+		client.Close()
+		_, err = client.LogEvent(ctx, user, "login")
+		require.NoError(t, err)
+	})
+}
