@@ -47,8 +47,9 @@ func (e Env) Environ() []string {
 }
 
 // Stack is a test's own Postgres schema and Redis, and the Env pointing
-// run at them. Env listens on a free loopback port, sends no statsd and
-// sets no UUM_API_TOKENS: each test names the tokens it uses.
+// run at them. Env listens on a free loopback port, sends no statsd, gives
+// pushes 10s and sets no UUM_API_TOKENS: each test names the tokens it
+// uses.
 type Stack struct {
 	Env    Env
 	Pool   *pgxpool.Pool
@@ -84,6 +85,10 @@ func newStack(pool *pgxpool.Pool, dbURL string, rdb *redis.Client, prefix, redis
 			"UUM_KEY_PREFIX":   prefix,
 			"UUM_API_ADDR":     "127.0.0.1:0",
 			"UUM_STATSD_ADDR":  "",
+			// Generous: the 50ms default is for production, and a -race
+			// run on busy cores can take longer to push (TestAPIBinary
+			// got a 503).
+			"UUM_PUSH_TIMEOUT": "10s",
 		},
 		Pool:   pool,
 		Redis:  rdb,

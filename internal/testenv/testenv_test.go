@@ -63,6 +63,7 @@ func TestStack(t *testing.T) {
 		v, ok := s.Env.Lookup("UUM_STATSD_ADDR")
 		require.True(t, ok)
 		require.Empty(t, v, "no statsd")
+		require.Equal(t, "10s", s.Env["UUM_PUSH_TIMEOUT"], "generous: a busy -race run must not get 503s")
 
 		conn, err := pgx.Connect(ctx, s.Env["UUM_DATABASE_URL"])
 		require.NoError(t, err)
