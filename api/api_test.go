@@ -509,7 +509,9 @@ func TestPostEventsRejectedByClient(t *testing.T) {
 	t.Parallel()
 
 	user := `"user_id":"` + userID + `"`
-	list := func(n int, item string) string { return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]" }
+	list := func(n int, item string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item+",", n), ",") + "]"
+	}
 	names := make([]string, 8000) // nearly all a 64 KiB body holds
 	for i := range names {
 		names[i] = fmt.Sprintf(`"e%d"`, i)
