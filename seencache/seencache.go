@@ -1,35 +1,45 @@
 // Package seencache is the Redis cache of (user, event) pairs already
 // recorded in Postgres. It only ever answers "seen" for pairs that were
 // committed, so a hit can safely skip the database; a miss costs one
-// idempotent insert. Losing cache entries, whole or bit by bit, only costs
+// idempotent insert. Losing cache entries, whole or in part, only costs
 // Postgres work, never exactness.
 //
 // Layout: users are hashed into buckets; each bucket is a Redis hash whose
-// field is the user's 16 raw UUID bytes and whose value is a bitmap with
-// one bit per event name, at the name's id in the Postgres event-name
-// dictionary. Small hashes use Redis's listpack encoding, so a user costs
-// ~20-25 bytes whatever the number of events, instead of ~150 for a key of
-// its own with a TTL.
+// field is the user's 16 raw UUID bytes and whose value lists the user's
+// cached events as 3-byte ids of the Postgres event-name dictionary. Small
+// hashes use Redis's compact listpack encoding, where a field and its
+// value cost their bytes plus 4, so a user costs 20 bytes plus 3 per
+// event, whatever the ids: memory follows the pairs a user has, not the
+// size of the dictionary. A value stays within hash-max-listpack-value
+// (64 by default) by holding at most MaxEventsPerUser ids; a user's
+// further events are not cached and always go to Postgres.
 //
 // Expiry: hash fields cannot expire on their own (before Redis 7.4), so
 // time is cut into generations of TTL/2 and buckets are per generation.
-// Writes OR bits into the current generation with a script, atomically
-// per user; reads look at the current and the previous one, and a user
-// found only in the previous one is copied forward. A generation's keys expire when the next generation ends, so an
-// untouched pair leaves the cache between TTL/2 and TTL after its last use.
+// Reads look at the current and the previous generation; a user found in
+// the previous one is moved (deleted there, merged here), never copied,
+// so an active user is stored once. A generation's keys expire when the
+// next one ends, so an untouched pair leaves the cache between TTL/2 and
+// TTL after its last use.
 //
-// Scope: bits are ids of one database's event-name dictionary and mean
-// "this pair is in that database", so keys carry the database's identity.
-// A Redis that outlives a recreated database, or serves two, starts cold
-// instead of answering "seen" for pairs the database does not hold.
+// Scope: ids belong to one database's dictionary and an id in the cache
+// means "this pair is in that database", so keys carry the database's
+// identity and its cache epoch. A Redis that outlives a recreated
+// database, or serves two, starts cold instead of answering "seen" for
+// pairs the database does not hold; bumping the epoch (after a restore
+// that lost committed rows) makes every process stop reading the old keys
+// within the scope refresh interval.
 package seencache
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,12 +48,34 @@ import (
 	"github.com/uumhq/uum/internal/rediskey"
 )
 
-// DefaultBuckets spreads up to ~2 million users over hashes of at most
-// 128 fields, Redis's default hash-max-listpack-entries.
+// DefaultBuckets holds ~1.5 million users per generation in hashes that
+// stay under 128 fields (Redis's default hash-max-listpack-entries) with
+// room for the spread of a hash function: ~92 users per bucket on
+// average. Beyond that, hashes leave listpack encoding, Redis memory per
+// user grows several-fold, and Mark reports it (see MetricOversized).
 const DefaultBuckets = 1 << 14
 
+// MaxEventsPerUser is how many events of one user are cached: 21 ids of
+// 3 bytes keep a value at 63 bytes, within Redis's default
+// hash-max-listpack-value of 64, so no value ever pushes its hash out of
+// the compact encoding. A user's events beyond these are not cached.
+const MaxEventsPerUser = 21
+
+// maxID is the first id that does not fit in 3 bytes. Pairs whose name
+// has a larger id are never cached.
+const maxID = 1 << 24
+
+// DefaultScopeRefresh is how often the database identity and cache epoch
+// are re-read, so a reset takes effect in running processes.
+const DefaultScopeRefresh = time.Minute
+
+// MetricOversized counts users written into a bucket hash that has left
+// listpack encoding: the cache holds more users than its buckets are
+// sized for (raise UUM_CACHE_BUCKETS).
+const MetricOversized = "uum.seen_cache.oversized_writes"
+
 // dictionary maps event names to stable small integer ids, within one
-// database.
+// database, and names the cache's scope in it.
 type dictionary interface {
 	// EventIDs returns the id of every name, registering new ones.
 	EventIDs(ctx context.Context, names []string) (map[string]int32, error)
@@ -51,6 +83,14 @@ type dictionary interface {
 	LookupEventIDs(ctx context.Context, names []string) (map[string]int32, error)
 	// InstanceID identifies the database the ids belong to.
 	InstanceID(ctx context.Context) (uum.UUID, error)
+	// SeenCacheEpoch is the database's current cache epoch; a new value
+	// invalidates everything cached before.
+	SeenCacheEpoch(ctx context.Context) (int64, error)
+}
+
+// Counter receives the cache's metrics; statsd.ClientInterface is one.
+type Counter interface {
+	Count(name string, value int64, tags []string, rate float64) error
 }
 
 // Cache is the seen-pairs cache. It is safe for concurrent use.
@@ -61,22 +101,46 @@ type Cache struct {
 	buckets uint32
 	dict    dictionary
 	now     func() time.Time
+	refresh time.Duration
+	logger  *slog.Logger
+	stats   Counter
 
-	mu    sync.RWMutex
-	ids   map[string]int32 // ids never change, so they are memoised forever
-	scope string           // from dict.InstanceID; empty until first fetched
+	mu  sync.RWMutex
+	ids map[string]int32 // ids never change, so they are memoised forever
+
+	scopeMu   sync.Mutex // held while the scope is fetched
+	scope     atomic.Pointer[scopeAt]
+	warnedGen atomic.Int64 // last generation an oversized hash was logged in
+}
+
+// scopeAt is a key scope and when it was read.
+type scopeAt struct {
+	scope string
+	at    time.Time
 }
 
 // Option configures a Cache.
 type Option func(*Cache)
 
 // WithBuckets sets the number of user buckets per generation. Size it so
-// buckets hold well under Redis's hash-max-listpack-entries users; the
-// count can change at any time at the price of a cold cache.
+// buckets hold well under the server's hash-max-listpack-entries users
+// (about users/90 at the default 128); the count can change at any time at
+// the price of a cold cache.
 func WithBuckets(n uint32) Option { return func(c *Cache) { c.buckets = max(n, 1) } }
 
 // WithClock replaces time.Now, for tests that cross generations.
 func WithClock(now func() time.Time) Option { return func(c *Cache) { c.now = now } }
+
+// WithScopeRefresh sets how often the database identity and cache epoch
+// are re-read (DefaultScopeRefresh if not positive).
+func WithScopeRefresh(d time.Duration) Option { return func(c *Cache) { c.refresh = d } }
+
+// WithLogger sets where the cache logs what it swallows: failed moves
+// between generations, oversized hashes, failed scope refreshes.
+func WithLogger(l *slog.Logger) Option { return func(c *Cache) { c.logger = l } }
+
+// WithStats sets where MetricOversized is counted.
+func WithStats(s Counter) Option { return func(c *Cache) { c.stats = s } }
 
 // New returns a cache writing keys under prefix; a pair stays cached for
 // between ttl/2 and ttl after it was last seen or marked.
@@ -88,6 +152,13 @@ func New(rdb redis.UniversalClient, prefix string, ttl time.Duration, dict dicti
 	for _, o := range opts {
 		o(c)
 	}
+	if c.refresh <= 0 {
+		c.refresh = DefaultScopeRefresh
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	c.warnedGen.Store(-1)
 	return c
 }
 
@@ -107,31 +178,45 @@ func (c *Cache) bucket(u uum.UUID) uint32 {
 	return h % c.buckets
 }
 
-// key returns the hash holding user u in generation g; the field is the
-// user's 16 raw bytes.
-func (c *Cache) key(scope string, g int64, u uum.UUID) string {
-	return rediskey.Seen(c.prefix, scope, g, c.bucket(u))
+// scopeOf returns the key scope: the first 8 hex digits of the database's
+// identity (enough to tell databases sharing one Redis apart) and its
+// cache epoch in base 36. It is re-read every refresh interval; if that
+// fails, the scope in hand is kept and the failure logged, since the
+// epoch rarely changes and the database being down stops the drain anyway.
+func (c *Cache) scopeOf(ctx context.Context) (string, error) {
+	now := c.now()
+	if s := c.scope.Load(); s != nil && now.Sub(s.at) < c.refresh {
+		return s.scope, nil
+	}
+	c.scopeMu.Lock()
+	defer c.scopeMu.Unlock()
+	s := c.scope.Load()
+	if s != nil && now.Sub(s.at) < c.refresh {
+		return s.scope, nil // fetched while we waited
+	}
+	scope, err := c.fetchScope(ctx)
+	if err != nil {
+		if s == nil {
+			return "", err
+		}
+		c.logger.WarnContext(ctx, "refresh seen cache scope, keeping the current one", "error", err)
+		c.scope.Store(&scopeAt{scope: s.scope, at: now})
+		return s.scope, nil
+	}
+	c.scope.Store(&scopeAt{scope: scope, at: now})
+	return scope, nil
 }
 
-// scopeOf returns the key scope of the dictionary's database: the first 8
-// hex digits of its identity, enough to tell databases sharing one Redis
-// apart at ~1 byte per user.
-func (c *Cache) scopeOf(ctx context.Context) (string, error) {
-	c.mu.RLock()
-	scope := c.scope
-	c.mu.RUnlock()
-	if scope != "" {
-		return scope, nil
-	}
+func (c *Cache) fetchScope(ctx context.Context) (string, error) {
 	id, err := c.dict.InstanceID(ctx)
 	if err != nil {
 		return "", fmt.Errorf("seen cache scope: %w", err)
 	}
-	scope = id.String()[:8]
-	c.mu.Lock()
-	c.scope = scope
-	c.mu.Unlock()
-	return scope, nil
+	epoch, err := c.dict.SeenCacheEpoch(ctx)
+	if err != nil {
+		return "", fmt.Errorf("seen cache scope: %w", err)
+	}
+	return id.String()[:8] + "." + strconv.FormatInt(epoch, 36), nil
 }
 
 // userIndex lists the users of some pairs, in first-seen order.
@@ -152,9 +237,10 @@ func groupUsers(pairs []uum.Pair) userIndex {
 }
 
 // Seen reports, for each pair, whether it is cached, in one pipelined
-// round-trip. Users found only in the previous generation are copied to
-// the current one (a second round-trip), which is what keeps pairs in use
-// cached.
+// round-trip. Users found in the previous generation are moved to the
+// current one (a second round-trip, once per user and generation), which
+// is what keeps pairs in use cached. A failed move is logged: the answers
+// stand, the user is found in the previous generation again next time.
 func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	if len(pairs) == 0 {
 		return nil, nil
@@ -163,42 +249,43 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Looking up, not registering: a name without an id has no bit set
-	// anywhere, and a read must not grow the dictionary.
+	// Looking up, not registering: a name without an id is cached
+	// nowhere, and a read must not grow the dictionary.
 	ids, err := c.resolve(ctx, pairs, false)
 	if err != nil {
 		return nil, err
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	got, err := c.read(ctx, scope, users.users, g, g-1)
+	cur, prev, err := c.read(ctx, scope, g, users.users)
 	if err != nil {
 		return nil, err
 	}
-	cur, prev := got[0], got[1]
-	merged := make([][]byte, len(users.users))
-	var forward []userBitmap
+	var moves []userIDs
 	for i, u := range users.users {
-		merged[i] = or(cur[i], prev[i])
-		if len(prev[i]) > 0 && string(merged[i]) != string(cur[i]) {
-			forward = append(forward, userBitmap{u, prev[i]})
+		if prev[i] != "" {
+			moves = append(moves, userIDs{user: u})
+			cur[i] += prev[i] // duplicates do not matter for membership
 		}
 	}
-	if err := c.orInto(ctx, scope, g, forward); err != nil {
-		return nil, fmt.Errorf("refresh seen cache: %w", err)
+	if n, err := c.write(ctx, scope, g, moves); err != nil {
+		c.logger.WarnContext(ctx, "move seen cache users to the current generation", "error", err, "users", len(moves))
+	} else {
+		c.reportOversized(ctx, g, n)
 	}
 	seen := make([]bool, len(pairs))
 	for i, p := range pairs {
-		seen[i] = bit(merged[users.index[p.UserID]], ids[i])
+		seen[i] = hasID(cur[users.index[p.UserID]], ids[i])
 	}
 	return seen, nil
 }
 
 // Mark records pairs as seen. Call it only after the pairs are committed
-// to Postgres. Each user's new bits are OR-ed into their bitmap by a
-// script, atomically, all users in one pipelined round-trip, so
-// concurrent writers (another drainer, the API caching a positive
-// lookup) never undo each other's bits.
+// to Postgres. Each user's new ids are added to their list by a script,
+// atomically, all users in one pipelined round-trip, so concurrent
+// writers (another drainer, the API caching a positive lookup) never
+// undo each other's work. Pairs whose name id does not fit in 3 bytes are
+// not cached.
 func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	if len(pairs) == 0 {
 		return nil
@@ -212,145 +299,183 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 		return err
 	}
 	users := groupUsers(pairs)
-	add := make([]userBitmap, len(users.users))
+	add := make([]userIDs, len(users.users))
 	for i, u := range users.users {
 		add[i].user = u
 	}
 	for i, p := range pairs {
-		u := users.index[p.UserID]
-		add[u].bits = setBit(add[u].bits, ids[i])
+		if ids[i] >= 0 && ids[i] < maxID {
+			a := &add[users.index[p.UserID]]
+			a.ids = append(a.ids, byte(ids[i]>>16), byte(ids[i]>>8), byte(ids[i]))
+		}
 	}
-	if err := c.orInto(ctx, scope, c.generation(c.now()), add); err != nil {
+	g := c.generation(c.now())
+	oversized, err := c.write(ctx, scope, g, add)
+	if err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
 	}
+	c.reportOversized(ctx, g, oversized)
 	return nil
 }
 
-type userBitmap struct {
-	user uum.UUID
-	bits []byte
+// reportOversized counts writes into hashes that left listpack encoding
+// and logs it once per generation, so an undersized cache is visible
+// without flooding the log.
+func (c *Cache) reportOversized(ctx context.Context, g int64, n int) {
+	if n == 0 {
+		return
+	}
+	if c.stats != nil {
+		_ = c.stats.Count(MetricOversized, int64(n), nil, 1) // statsd is best-effort UDP
+	}
+	if c.warnedGen.Swap(g) != g {
+		c.logger.WarnContext(ctx, "seen cache hashes left listpack encoding: raise UUM_CACHE_BUCKETS",
+			"buckets", c.buckets, "users", n)
+	}
 }
 
-// orScript ORs a bitmap into one field of a hash, byte by byte, and sets
-// the hash's expiry. Lua 5.1 has no bitwise operators and Redis's bit
-// library is not everywhere (miniredis lacks it), hence the arithmetic.
-// KEYS[1] bucket hash; ARGV[1] field, ARGV[2] bits, ARGV[3] expiry (unix
-// ms).
-var orScript = redis.NewScript(`
-local function bor(a, b)
-	local r, p = 0, 1
-	for _ = 1, 8 do
-		local x, y = a % 2, b % 2
-		if x == 1 or y == 1 then r = r + p end
-		a, b, p = (a - x) / 2, (b - y) / 2, p * 2
+// userIDs is what to write for one user: packed 3-byte ids to add
+// (possibly none, to only move the user to the current generation).
+type userIDs struct {
+	user uum.UUID
+	ids  []byte
+}
+
+// Script results: what a write did to the hash.
+const (
+	wroteNothing = iota
+	wrote
+	wroteOversized // added a field to a hash in hashtable encoding
+)
+
+// addScript adds ids to one user's list in the current generation,
+// moving the user's list out of the previous generation if it is there.
+// An id already listed is skipped; ids past MaxEventsPerUser are dropped.
+// Its work is bounded by the user's own list, never by the dictionary.
+// Lua 5.1's string.find is byte-wise, so a match must also start on an
+// id boundary.
+// KEYS[1] bucket of the current generation, KEYS[2] the same bucket of
+// the previous one (same hash tag: same cluster slot); ARGV[1] field,
+// ARGV[2] packed ids, ARGV[3] expiry of KEYS[1] (unix ms), ARGV[4] most
+// ids kept. Returns 0 if nothing changed, 1 if written, 2 if a field was
+// added to a hash that is not listpack-encoded (OBJECT ENCODING fails
+// harmlessly where unsupported).
+var addScript = redis.NewScript(`
+local function has(v, id)
+	local i = 1
+	while true do
+		local p = string.find(v, id, i, true)
+		if not p then return false end
+		if p % 3 == 1 then return true end
+		i = p + 1
 	end
-	return r
 end
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
-local add = ARGV[2]
-local out = {}
-for i = 1, math.max(#cur, #add) do
-	out[i] = string.char(bor(string.byte(cur, i) or 0, string.byte(add, i) or 0))
+local v, limit = cur, tonumber(ARGV[4]) * 3
+local function add(ids)
+	for i = 1, #ids, 3 do
+		if #v >= limit then return end
+		local id = string.sub(ids, i, i + 2)
+		if not has(v, id) then v = v .. id end
+	end
 end
-redis.call('HSET', KEYS[1], ARGV[1], table.concat(out))
+local old = redis.call('HGET', KEYS[2], ARGV[1])
+if old then
+	redis.call('HDEL', KEYS[2], ARGV[1])
+	add(old)
+end
+add(ARGV[2])
+if v == cur then return 0 end
+local added = redis.call('HSET', KEYS[1], ARGV[1], v)
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-return 0`)
+if added == 1 and redis.pcall('OBJECT', 'ENCODING', KEYS[1]) == 'hashtable' then return 2 end
+return 1`)
 
 // Preload loads the cache's script into Redis, so the first Mark does not
 // pay an extra round-trip to find it missing. Optional: the cache loads it
 // on demand, as it must after a Redis restart anyway.
 func (c *Cache) Preload(ctx context.Context) error {
-	if err := orScript.Load(ctx, c.rdb).Err(); err != nil {
+	if err := addScript.Load(ctx, c.rdb).Err(); err != nil {
 		return fmt.Errorf("load seen cache script: %w", err)
 	}
 	return nil
 }
 
-// orInto ORs each bitmap into its user's field in generation g, in one
-// pipelined round-trip of one script call per user (one key each, so it
-// works unchanged on Redis Cluster). After a script cache flush (a Redis
-// restart) the scripts are loaded and the round-trip repeated: OR is
-// idempotent.
-func (c *Cache) orInto(ctx context.Context, scope string, g int64, add []userBitmap) error {
+// write runs addScript for each user in generation g, in one pipelined
+// round-trip (one bucket's two generations per call, so it works
+// unchanged on Redis Cluster), and returns how many writes landed in
+// oversized hashes. After a script cache flush (a Redis restart) the
+// script is loaded and the round-trip repeated: adding is idempotent.
+func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs) (int, error) {
 	if len(add) == 0 {
-		return nil
+		return 0, nil
 	}
 	at := c.expireAt(g).UnixMilli()
+	var cmds []*redis.Cmd
 	run := func() error {
 		pipe := c.rdb.Pipeline()
+		cmds = cmds[:0]
 		for _, a := range add {
-			orScript.EvalSha(ctx, pipe, []string{c.key(scope, g, a.user)}, a.user[:], a.bits, at)
+			b := c.bucket(a.user)
+			keys := []string{rediskey.Seen(c.prefix, scope, g, b), rediskey.Seen(c.prefix, scope, g-1, b)}
+			cmds = append(cmds, addScript.EvalSha(ctx, pipe, keys, a.user[:], a.ids, at, MaxEventsPerUser))
 		}
 		_, err := pipe.Exec(ctx)
 		return err
 	}
 	err := run()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = orScript.Load(ctx, c.rdb).Err(); err == nil {
+		if err = addScript.Load(ctx, c.rdb).Err(); err == nil {
 			err = run()
 		}
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	oversized := 0
+	for _, cmd := range cmds {
+		if n, _ := cmd.Int(); n == wroteOversized {
+			oversized++
+		}
+	}
+	return oversized, nil
 }
 
-// read returns, per generation, the bitmaps of users (nil where absent),
-// in one pipelined round-trip.
-func (c *Cache) read(ctx context.Context, scope string, users []uum.UUID, gens ...int64) ([][][]byte, error) {
-	buckets := make([]uint32, len(users))
-	for i, u := range users {
-		buckets[i] = c.bucket(u)
-	}
+// read returns the packed ids of users in generation g and in g-1 ("" where
+// absent), in one pipelined round-trip. A failed read of one user is a
+// miss.
+func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID) (cur, prev []string, err error) {
 	pipe := c.rdb.Pipeline()
-	cmds := make([][]*redis.StringCmd, len(gens))
-	for j, g := range gens {
-		cmds[j] = make([]*redis.StringCmd, len(users))
-		for i, u := range users {
-			cmds[j][i] = pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, buckets[i]), string(u[:]))
-		}
+	cmds := make([]*redis.StringCmd, 0, 2*len(users))
+	for _, u := range users {
+		b := c.bucket(u)
+		cmds = append(cmds,
+			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, b), string(u[:])),
+			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g-1, b), string(u[:])))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read seen cache: %w", err)
+		return nil, nil, fmt.Errorf("read seen cache: %w", err)
 	}
-	out := make([][][]byte, len(gens))
-	for j := range gens {
-		out[j] = make([][]byte, len(users))
-		for i, cmd := range cmds[j] {
-			if b, err := cmd.Bytes(); err == nil {
-				out[j][i] = b
-			}
-		}
+	cur, prev = make([]string, len(users)), make([]string, len(users))
+	for i := range users {
+		cur[i], prev[i] = cmds[2*i].Val(), cmds[2*i+1].Val()
 	}
-	return out, nil
+	return cur, prev, nil
 }
 
-// Bits are numbered like Redis SETBIT: bit 0 is the top bit of byte 0.
-// A negative id (a name with no id) is never set.
-func bit(b []byte, id int32) bool {
-	if id < 0 {
+// hasID reports whether a list of 3-byte big-endian ids holds id. Ids
+// that cannot be listed (none, or too large) are never held.
+func hasID(list string, id int32) bool {
+	if id < 0 || id >= maxID {
 		return false
 	}
-	i := int(id) / 8
-	return i < len(b) && b[i]&(0x80>>(id%8)) != 0
-}
-
-func setBit(b []byte, id int32) []byte {
-	i := int(id) / 8
-	if i >= len(b) {
-		b = append(b, make([]byte, i+1-len(b))...)
+	a, b, c := byte(id>>16), byte(id>>8), byte(id)
+	for i := 0; i+3 <= len(list); i += 3 {
+		if list[i] == a && list[i+1] == b && list[i+2] == c {
+			return true
+		}
 	}
-	b[i] |= 0x80 >> (id % 8)
-	return b
-}
-
-func or(a, b []byte) []byte {
-	if len(b) > len(a) {
-		a, b = b, a
-	}
-	out := append([]byte(nil), a...)
-	for i := range b {
-		out[i] |= b[i]
-	}
-	return out
+	return false
 }
 
 // resolve returns the dictionary id of each pair's name. With register,

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,10 +21,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/rediskey"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
@@ -44,13 +46,14 @@ type fakeDict struct {
 	skip     string     // a name it never returns an id for
 	instance uum.UUID
 	instErr  error // returned by InstanceID while set
+	epoch    int64
 }
 
 // fakeInstance is the database identity of every fakeDict; its key scope
-// is the first 8 hex digits.
+// is the first 8 hex digits, then its epoch in base 36.
 var fakeInstance = uuidtest.MustParse("0a1b2c3d-0000-4000-8000-000000000000")
 
-const fakeScope = "0a1b2c3d"
+const fakeScope = "0a1b2c3d.0"
 
 func newFakeDict() *fakeDict { return &fakeDict{ids: make(map[string]int32), instance: fakeInstance} }
 
@@ -76,6 +79,26 @@ func (d *fakeDict) InstanceID(context.Context) (uum.UUID, error) {
 	return d.instance, d.instErr
 }
 
+func (d *fakeDict) SeenCacheEpoch(context.Context) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.epoch, d.instErr
+}
+
+// setEpoch stands for `processor -reset-seen-cache`.
+func (d *fakeDict) setEpoch(e int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.epoch = e
+}
+
+// register gives name the id id, as a dictionary that has grown to it.
+func (d *fakeDict) register(name string, id int32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ids[name] = id
+}
+
 func (d *fakeDict) EventIDs(_ context.Context, names []string) (map[string]int32, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -90,12 +113,21 @@ func (d *fakeDict) EventIDs(_ context.Context, names []string) (map[string]int32
 		}
 		id, ok := d.ids[n]
 		if !ok {
-			id = int32(len(d.ids) + 1)
+			id = d.next()
 			d.ids[n] = id
 		}
 		out[n] = id
 	}
 	return out, nil
+}
+
+// next is the id after the largest one given out.
+func (d *fakeDict) next() int32 {
+	var top int32
+	for _, id := range d.ids {
+		top = max(top, id)
+	}
+	return top + 1
 }
 
 // idsOf returns the ids of names, in order.
@@ -165,16 +197,27 @@ func scopedSeenKey(prefix, scope string, g int64, u uum.UUID, buckets uint32) st
 	return rediskey.Seen(prefix, scope, g, h.Sum32()%buckets)
 }
 
-// bitsSet decodes a bitmap numbered like SETBIT (bit 0 is the top bit of
-// byte 0) into the ids it holds.
-func bitsSet(b []byte) []int64 {
+// hashTag returns what Redis Cluster hashes of key: the part between the
+// first { and the next }.
+func hashTag(key string) string {
+	_, rest, ok := strings.Cut(key, "{")
+	if !ok {
+		return key
+	}
+	tag, _, ok := strings.Cut(rest, "}")
+	if !ok || tag == "" {
+		return key
+	}
+	return tag
+}
+
+// idsIn decodes a list of 3-byte big-endian ids, in stored order.
+func idsIn(t testing.TB, b []byte) []int64 {
+	t.Helper()
+	require.Zero(t, len(b)%3, "a list of 3-byte ids: %x", b)
 	var out []int64
-	for i, c := range b {
-		for j := range 8 {
-			if c&(0x80>>j) != 0 {
-				out = append(out, int64(i*8+j))
-			}
-		}
+	for i := 0; i < len(b); i += 3 {
+		out = append(out, int64(b[i])<<16|int64(b[i+1])<<8|int64(b[i+2]))
 	}
 	return out
 }
@@ -202,15 +245,18 @@ func (b *testBundle) key(g int64, u uum.UUID) string {
 	return seenKey(b.prefix, g, u, seencache.DefaultBuckets)
 }
 
-// bits returns the ids set in u's bitmap in generation g (nil if absent).
-func (b *testBundle) bits(t *testing.T, g int64, u uum.UUID) []int64 {
+// ids returns the ids listed for u in generation g, sorted (nil if u is
+// not there).
+func (b *testBundle) ids(t *testing.T, g int64, u uum.UUID) []int64 {
 	t.Helper()
 	v, err := b.rdb.HGet(context.Background(), b.key(g, u), string(u[:])).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
 	require.NoError(t, err)
-	return bitsSet(v)
+	ids := idsIn(t, v)
+	slices.Sort(ids)
+	return ids
 }
 
 func (b *testBundle) keys(t *testing.T) []string {
@@ -308,31 +354,91 @@ func testCache(t *testing.T, be redistest.Backend) {
 		u := uum.NewUUID()
 		pairs := []uum.Pair{pair(u, "a"), pair(u, "a")}
 		require.NoError(t, b.cache.Mark(ctx, pairs))
-		before := b.bits(t, b.gen(), u)
+		before := b.ids(t, b.gen(), u)
 		require.NoError(t, b.cache.Mark(ctx, pairs))
-		require.Equal(t, before, b.bits(t, b.gen(), u))
+		require.Equal(t, before, b.ids(t, b.gen(), u))
 		require.Equal(t, b.dict.idsOf("a"), before)
 		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, false}, seen)
 	})
 
-	t.Run("OneBitPerNameAtItsDictionaryID", func(t *testing.T) {
+	t.Run("ThreeBytesPerEventAtAnyID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u := uum.NewUUID()
-		names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} // ids 1-9: two bytes
-		_, err := b.dict.EventIDs(ctx, names)
-		require.NoError(t, err)
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a"), pair(u, "c"), pair(u, "i")}))
+		b.dict.register("a", 1)
+		b.dict.register("b", 500)
+		b.dict.register("c", 100_000)
+		b.dict.register("d", 1<<24-1) // the largest id that fits
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "c"), pair(u, "a"), pair(u, "d"), pair(u, "b"), pair(u, "a")}))
 
 		key := b.key(b.gen(), u)
 		require.Equal(t, []string{key}, b.keys(t), "one hash, found by the user's bucket")
 		v, err := b.rdb.HGet(ctx, key, string(u[:])).Bytes()
 		require.NoError(t, err)
-		require.Equal(t, b.dict.idsOf("a", "c", "i"), bitsSet(v))
-		require.Equal(t, []byte{0b0101_0000, 0b0100_0000}, v, "ids 1 and 3 in byte 0, id 9 in byte 1")
+		require.Equal(t, []byte{0x01, 0x86, 0xa0, 0, 0, 1, 0xff, 0xff, 0xff, 0, 0x01, 0xf4}, v,
+			"each id once, 3 big-endian bytes, in the order marked: the size follows the events, not the ids")
 		require.EqualValues(t, 1, b.rdb.HLen(ctx, key).Val())
+		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b"), pair(u, "c"), pair(u, "d")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, true, true}, seen)
+	})
+
+	t.Run("IDsMatchOnlyOnTheirBoundary", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		// Listed: 00 01 02 | 03 04 05. The bytes 01 02 03 and 02 03 04
+		// straddle the two ids and must not read as ids.
+		b.dict.register("x", 0x000102)
+		b.dict.register("y", 0x030405)
+		b.dict.register("straddle1", 0x010203)
+		b.dict.register("straddle2", 0x020304)
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "x"), pair(u, "y")}))
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "straddle1")}))
+		require.Equal(t, []int64{0x000102, 0x010203, 0x030405}, b.ids(t, b.gen(), u),
+			"the script adds an id found only across a boundary")
+		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "straddle2"), pair(u, "straddle1")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false, true}, seen)
+	})
+
+	t.Run("EventsPastTheCapAreNotCached", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		var pairs []uum.Pair
+		for i := range seencache.MaxEventsPerUser + 4 {
+			pairs = append(pairs, pair(u, "n"+strconv.Itoa(i)))
+		}
+		require.NoError(t, b.cache.Mark(ctx, pairs[:10]))
+		require.NoError(t, b.cache.Mark(ctx, pairs[5:]))
+		v, err := b.rdb.HGet(ctx, b.key(b.gen(), u), string(u[:])).Bytes()
+		require.NoError(t, err)
+		require.Len(t, v, 3*seencache.MaxEventsPerUser, "within hash-max-listpack-value (64)")
+
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		want := make([]bool, len(pairs))
+		for i := range seencache.MaxEventsPerUser {
+			want[i] = true // the first ones marked stay; the rest go to Postgres
+		}
+		require.Equal(t, want, seen)
+	})
+
+	t.Run("IDsPast24BitsAreNotCached", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		b.dict.register("a", 1)
+		b.dict.register("huge", 1<<24)
+		pairs := []uum.Pair{pair(u, "a"), pair(u, "huge")}
+		require.NoError(t, b.cache.Mark(ctx, pairs))
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, seen)
+		require.Equal(t, b.dict.idsOf("a"), b.ids(t, b.gen(), u))
 	})
 
 	t.Run("UsersShareBucketHashes", func(t *testing.T) {
@@ -374,8 +480,10 @@ func testCache(t *testing.T, be redistest.Backend) {
 		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(used, "a"), pair(used, "b")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, false}, seen)
-		require.Equal(t, b.dict.idsOf("a"), b.bits(t, g+1, used), "copied forward")
-		require.Nil(t, b.bits(t, g+1, untouched), "only what is read is copied")
+		require.Equal(t, b.dict.idsOf("a"), b.ids(t, g+1, used), "moved forward")
+		require.Nil(t, b.ids(t, g, used), "moved, not copied: an active user is stored once")
+		require.Nil(t, b.ids(t, g+1, untouched), "only what is read is moved")
+		require.Equal(t, b.dict.idsOf("a"), b.ids(t, g, untouched))
 
 		b.clock.Advance(half) // g+2: generation g is no longer read
 		seen, err = b.cache.Seen(ctx, []uum.Pair{pair(used, "a"), pair(untouched, "a")})
@@ -392,33 +500,49 @@ func testCache(t *testing.T, be redistest.Backend) {
 
 		b.clock.Advance(half)
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "b")}))
-		require.Equal(t, b.dict.idsOf("a"), b.bits(t, g, u))
-		require.Equal(t, b.dict.idsOf("b"), b.bits(t, g+1, u), "Mark reads the current generation only")
+		require.Nil(t, b.ids(t, g, u), "Mark moves the user out of the previous generation")
+		require.Equal(t, b.dict.idsOf("a", "b"), b.ids(t, g+1, u))
 		pairs := []uum.Pair{pair(u, "a"), pair(u, "b"), pair(u, "c")}
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, true, false}, seen, "Seen merges both generations")
+		require.Equal(t, []bool{true, true, false}, seen)
 
 		b.clock.Advance(half)
 		seen, err = b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, true, false}, seen, "the merge was copied forward")
+		require.Equal(t, []bool{true, true, false}, seen)
 	})
 
 	t.Run("KeysExpireWhenTheNextGenerationEnds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		u := uum.NewUUID()
+		// One bucket, so the hash of generation g keeps a user after the
+		// other one moves on.
+		c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithBuckets(1), seencache.WithClock(b.clock.Now))
+		key := func(g int64) string { return seenKey(b.prefix, g, uum.UUID{}, 1) }
+		u, idle := uum.NewUUID(), uum.NewUUID()
 		g := b.gen()
 		start := func(g int64) time.Time { return time.Unix(0, g*int64(half)) }
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
-		requireExpiresAt(t, b, b.key(g, u), start(g+2))
+		require.NoError(t, c.Mark(ctx, []uum.Pair{pair(u, "a"), pair(idle, "a")}))
+		requireExpiresAt(t, b, key(g), start(g+2))
 
+		b.clock.Advance(half)
+		_, err := c.Seen(ctx, []uum.Pair{pair(u, "a")})
+		require.NoError(t, err)
+		requireExpiresAt(t, b, key(g+1), start(g+3))
+		requireExpiresAt(t, b, key(g), start(g+2))
+	})
+
+	t.Run("EmptiedHashesDisappear", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		g := b.gen()
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "a")}))
 		b.clock.Advance(half)
 		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a")})
 		require.NoError(t, err)
-		requireExpiresAt(t, b, b.key(g+1, u), start(g+3))
-		requireExpiresAt(t, b, b.key(g, u), start(g+2))
+		require.Equal(t, []string{b.key(g+1, u)}, b.keys(t), "moving the last user out deletes the old hash")
 	})
 
 	t.Run("KeysExpireOnTheirOwn", func(t *testing.T) {
@@ -473,7 +597,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 
 		require.NoError(t, b.cache.Mark(ctx, pairs))
 		require.Equal(t, []map[string]int{{"evalsha": 100}}, b.trips.TakeCounts(),
-			"Mark ORs each user's bits in, all in one round-trip")
+			"Mark adds each user's ids with a script, all in one round-trip")
 
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
@@ -486,12 +610,12 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NotContains(t, seen, false)
 		require.Equal(t, []map[string]int{{"hget": 200}, {"evalsha": 100}}, b.trips.TakeCounts(),
-			"previous-generation hits are copied in one more round-trip")
+			"previous-generation hits are moved in one more round-trip")
 
 		seen, err = b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.NotContains(t, seen, false)
-		require.Equal(t, []map[string]int{{"hget": 200}}, b.trips.TakeCounts(), "copied once")
+		require.Equal(t, []map[string]int{{"hget": 200}}, b.trips.TakeCounts(), "moved once")
 	})
 
 	t.Run("DictionaryAskedOncePerNewName", func(t *testing.T) {
@@ -651,7 +775,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 			})
 		}
 		wg.Wait()
-		require.Equal(t, b.dict.idsOf(names...), b.bits(t, b.gen(), u), "every writer's bit survives")
+		require.Equal(t, b.dict.idsOf(names...), b.ids(t, b.gen(), u), "every writer's bit survives")
 	})
 
 	t.Run("KeysStartWithPrefix", func(t *testing.T) {
@@ -661,25 +785,26 @@ func testCache(t *testing.T, be redistest.Backend) {
 		g := b.gen()
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b")}))
 		b.clock.Advance(half)
-		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(uum.NewUUID(), "a")}) // copies u1
+		_, err := b.cache.Seen(ctx, []uum.Pair{pair(u1, "a"), pair(uum.NewUUID(), "a")}) // moves u1
 		require.NoError(t, err)
 
 		trips := b.trips.Take()
 		require.Len(t, trips, 3)
 		for _, trip := range trips {
 			for _, args := range trip {
-				key := 1
-				if fmt.Sprint(args[0]) == "evalsha" {
-					key = 3 // evalsha sha numkeys key...
+				keys := []any{args[1]}
+				if fmt.Sprint(args[0]) == "evalsha" { // evalsha sha numkeys key...
+					require.EqualValues(t, 2, args[2])
+					keys = args[3:5]
+					require.Equal(t, hashTag(fmt.Sprint(keys[0])), hashTag(fmt.Sprint(keys[1])),
+						"a script's keys share a cluster slot: %v", args)
 				}
-				require.Greater(t, len(args), key, "%v has no key", args)
-				require.True(t, strings.HasPrefix(fmt.Sprint(args[key]), b.prefix), "%v", args)
+				for _, k := range keys {
+					require.True(t, strings.HasPrefix(fmt.Sprint(k), b.prefix), "%v", args)
+				}
 			}
 		}
-		want := []string{b.key(g, u1), b.key(g+1, u1)}
-		if k := b.key(g, u2); k != want[0] {
-			want = append(want, k)
-		}
+		want := []string{b.key(g+1, u1), b.key(g, u2)}
 		require.ElementsMatch(t, want, b.keys(t))
 		if be.Isolated {
 			require.ElementsMatch(t, want, redistest.Keys(t, b.rdb, "*"))
@@ -743,6 +868,192 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.NotContains(t, seen, false)
 		require.EqualValues(t, 160, b.rdb.HLen(ctx, seenKey(b.prefix, b.gen(), all[0].UserID, 1)).Val())
 	})
+
+	t.Run("ConcurrentMovesAndMarksKeepEveryIDOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		g := b.gen()
+		old := []string{"o0", "o1", "o2", "o3"}
+		var marked []uum.Pair
+		for _, n := range old {
+			marked = append(marked, pair(u, n))
+		}
+		require.NoError(t, b.cache.Mark(ctx, marked))
+		b.clock.Advance(half)
+
+		// Readers move the user while writers add to it, each through a
+		// cache of its own: the script makes each step atomic.
+		fresh := []string{"n0", "n1", "n2", "n3"}
+		var wg sync.WaitGroup
+		for i := range fresh {
+			wg.Go(func() {
+				c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+				if _, err := c.Seen(ctx, marked); err != nil {
+					t.Errorf("seen: %v", err)
+				}
+				if err := c.Mark(ctx, []uum.Pair{pair(u, fresh[i])}); err != nil {
+					t.Errorf("mark: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		require.Nil(t, b.ids(t, g, u), "nothing left behind")
+		want := b.dict.idsOf(slices.Concat(old, fresh)...)
+		slices.Sort(want)
+		require.Equal(t, want, b.ids(t, g+1, u), "every id, once")
+	})
+
+	t.Run("ResetEpochDropsTheCacheAfterTheRefresh", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now),
+			seencache.WithScopeRefresh(time.Minute))
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "a")}
+		require.NoError(t, c.Mark(ctx, pairs))
+
+		b.dict.setEpoch(42) // `processor -reset-seen-cache`
+		seen, err := c.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen, "read within the refresh interval: the old scope")
+
+		b.clock.Advance(time.Minute)
+		seen, err = c.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "a pair cached before the reset is unseen after it")
+		fresh := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+		seen, err = fresh.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "a new process starts on the new epoch")
+
+		require.NoError(t, c.Mark(ctx, pairs))
+		seen, err = fresh.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen, "marks after the reset count")
+		require.Equal(t, b.dict.idsOf("a"), b.ids(t, b.gen(), u), "the old keys are untouched, left to expire")
+	})
+
+	t.Run("FailedScopeRefreshKeepsTheScope", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "a")}
+		require.NoError(t, b.cache.Mark(ctx, pairs))
+		b.dict.mu.Lock()
+		b.dict.instErr = errors.New("database down")
+		b.dict.mu.Unlock()
+
+		b.clock.Advance(seencache.DefaultScopeRefresh)
+		seen, err := b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+	})
+
+	t.Run("MemoryFollowsEventsNotIDs", func(t *testing.T) {
+		t.Parallel()
+		if be.Isolated {
+			t.Skip("MEMORY USAGE and listpack encoding need a real server")
+		}
+		b := setup(t)
+		// Full hashes, as in production: enough users that a bucket's
+		// fixed overhead is spread thin, few enough buckets that each is
+		// well filled.
+		const users, buckets, perUser = 2000, 40, 3
+		for _, base := range []int32{1, 500, 5000, 100_000, 1 << 23} {
+			names := make([]string, perUser)
+			for i := range names {
+				names[i] = fmt.Sprintf("id%d+%d", base, i)
+				b.dict.register(names[i], base+int32(i))
+			}
+			prefix := b.prefix + strconv.Itoa(int(base)) + ":"
+			c := seencache.New(b.rdb, prefix, ttl, b.dict, seencache.WithBuckets(buckets), seencache.WithClock(b.clock.Now))
+			var pairs []uum.Pair
+			for range users {
+				u := uum.NewUUID()
+				for _, n := range names {
+					pairs = append(pairs, pair(u, n))
+				}
+			}
+			for chunk := range slices.Chunk(pairs, 999) {
+				require.NoError(t, c.Mark(ctx, chunk))
+			}
+			var total int64
+			keys := redistest.Keys(t, b.rdb, prefix+"*")
+			require.Len(t, keys, buckets)
+			for _, k := range keys {
+				require.Equal(t, "listpack", b.rdb.ObjectEncoding(ctx, k).Val(), k)
+				total += b.rdb.MemoryUsage(ctx, k, 0).Val()
+			}
+			perUserBytes := float64(total) / users
+			t.Logf("ids from %d: %.1f B per user of %d events", base, perUserBytes, perUser)
+			require.LessOrEqual(t, perUserBytes, 26.0+3*perUser, "ids from %d", base)
+		}
+	})
+
+	t.Run("OversizedHashesAreReported", func(t *testing.T) {
+		t.Parallel()
+		if be.Isolated {
+			t.Skip("needs a server that changes hash encodings")
+		}
+		b := setup(t)
+		limit, err := b.rdb.ConfigGet(ctx, "hash-max-listpack-entries").Result()
+		require.NoError(t, err)
+		entries, err := strconv.Atoi(limit["hash-max-listpack-entries"])
+		require.NoError(t, err)
+		var logs strings.Builder
+		var mu sync.Mutex
+		stats := &fakeCounter{}
+		c := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithBuckets(1), seencache.WithClock(b.clock.Now),
+			seencache.WithStats(stats), seencache.WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{&mu, &logs}, nil))))
+		var pairs []uum.Pair
+		for range entries {
+			pairs = append(pairs, pair(uum.NewUUID(), "a"))
+		}
+		require.NoError(t, c.Mark(ctx, pairs))
+		require.Zero(t, stats.total(seencache.MetricOversized), "a full hash is still compact")
+		require.NoError(t, c.Mark(ctx, []uum.Pair{pair(uum.NewUUID(), "a"), pair(uum.NewUUID(), "a")}))
+		require.EqualValues(t, 2, stats.total(seencache.MetricOversized))
+		require.NoError(t, c.Mark(ctx, []uum.Pair{pair(uum.NewUUID(), "a")}))
+		require.EqualValues(t, 3, stats.total(seencache.MetricOversized))
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 1, strings.Count(logs.String(), "raise UUM_CACHE_BUCKETS"), "logged once per generation:\n%s", logs.String())
+	})
+}
+
+// fakeCounter records seencache.Counter calls.
+type fakeCounter struct {
+	mu     sync.Mutex
+	counts map[string]int64
+}
+
+func (f *fakeCounter) Count(name string, value int64, _ []string, _ float64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts == nil {
+		f.counts = make(map[string]int64)
+	}
+	f.counts[name] += value
+	return nil
+}
+
+func (f *fakeCounter) total(name string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[name]
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestCacheWithStore runs the cache on the real Postgres dictionary.
@@ -798,12 +1109,10 @@ func TestCacheWithStore(t *testing.T) {
 		g := b.now().UnixNano() / int64(half)
 		instance, err := b.store.InstanceID(ctx)
 		require.NoError(t, err)
-		key := scopedSeenKey(b.prefix, instance.String()[:8], g, u1, seencache.DefaultBuckets)
+		key := scopedSeenKey(b.prefix, instance.String()[:8]+".0", g, u1, seencache.DefaultBuckets)
 		v, err := b.rdb.HGet(ctx, key, string(u1[:])).Bytes()
 		require.NoError(t, err)
-		want := []int64{ids["signup"], ids["login"]}
-		slices.Sort(want)
-		require.Equal(t, want, bitsSet(v))
+		require.ElementsMatch(t, []int64{ids["signup"], ids["login"]}, idsIn(t, v))
 
 		// A new instance memoises nothing and meets the names in another
 		// order; the ids, and so the answers, still come from Postgres.
@@ -814,6 +1123,31 @@ func TestCacheWithStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{false, true, false, true, true}, seen)
 		require.Len(t, b.ids(t), 2, "a lookup registers nothing")
+	})
+
+	t.Run("ResetSeenCacheInvalidatesRunningCaches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		now := b.now()
+		clock := func() time.Time { return now }
+		running := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(clock))
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "signup")}
+		require.NoError(t, running.Mark(ctx, pairs))
+		seen, err := running.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+
+		// Postgres lost the row (a restore); the operator resets the cache.
+		_, err = b.store.ResetSeenCache(ctx)
+		require.NoError(t, err)
+		now = now.Add(seencache.DefaultScopeRefresh)
+		seen, err = running.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "the running process re-read the epoch")
+		seen, err = seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(clock)).Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "and so does a new one")
 	})
 }
 

@@ -237,6 +237,33 @@ func (s *Store) InstanceID(ctx context.Context) (uum.UUID, error) {
 	return id, nil
 }
 
+// SeenCacheEpoch returns the seen-cache's current epoch, part of its key
+// scope: cache entries written under another epoch are never read.
+func (s *Store) SeenCacheEpoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	if err := s.pool.QueryRow(ctx, `SELECT seen_cache_epoch FROM uum_instance`).Scan(&epoch); err != nil {
+		return 0, fmt.Errorf("seen cache epoch: %w", interpret(err))
+	}
+	return epoch, nil
+}
+
+// ResetSeenCache sets a new seen-cache epoch and returns it, so every
+// process drops the cache within its scope refresh interval. The epoch is
+// the current time in microseconds (and always above the last): after a
+// restore brought an old epoch back, a reset still lands on one never
+// used before, whose keys cannot be in Redis.
+func (s *Store) ResetSeenCache(ctx context.Context) (int64, error) {
+	var epoch int64
+	err := s.pool.QueryRow(ctx, `
+		UPDATE uum_instance
+		SET seen_cache_epoch = greatest(seen_cache_epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+		RETURNING seen_cache_epoch`).Scan(&epoch)
+	if err != nil {
+		return 0, fmt.Errorf("reset seen cache: %w", interpret(err))
+	}
+	return epoch, nil
+}
+
 // ErrSchema is returned when the schema is missing or out of date: run the
 // migrations.
 var ErrSchema = errors.New("uum: database schema missing or out of date")

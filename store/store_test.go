@@ -150,6 +150,33 @@ func TestStore(t *testing.T) {
 		require.NotEqual(t, id, otherID, "two databases must not share an identity")
 	})
 
+	t.Run("ResetSeenCacheSetsAnEpochNeverUsedBefore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		epoch, err := b.store.SeenCacheEpoch(ctx)
+		require.NoError(t, err)
+		require.Zero(t, epoch, "a new database starts at epoch 0")
+
+		first, err := b.store.ResetSeenCache(ctx)
+		require.NoError(t, err)
+		require.Greater(t, first, epoch)
+		second, err := b.store.ResetSeenCache(ctx)
+		require.NoError(t, err)
+		require.Greater(t, second, first, "even within one microsecond")
+		epoch, err = b.store.SeenCacheEpoch(ctx)
+		require.NoError(t, err)
+		require.Equal(t, second, epoch)
+
+		// A restore brings the old epoch back; a reset after it must not
+		// land on an epoch used before (first + 1, say, whose keys may
+		// still be in Redis).
+		_, err = b.pool.Exec(ctx, `UPDATE uum_instance SET seen_cache_epoch = $1`, first)
+		require.NoError(t, err)
+		third, err := b.store.ResetSeenCache(ctx)
+		require.NoError(t, err)
+		require.Greater(t, third, second)
+	})
+
 	t.Run("MigrateTwiceIsANoOp", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -38,11 +39,15 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
+	resetSeen := fs.Bool("reset-seen-cache", false, "invalidate the seen-cache (after Postgres lost committed rows) and exit")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", app.ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", app.ErrUsage, fs.Args())
+	}
+	if *once && *resetSeen {
+		return fmt.Errorf("%w: -once and -reset-seen-cache exclude each other", app.ErrUsage)
 	}
 	deps, err := app.Start(ctx, lookup, stderr)
 	if err != nil {
@@ -50,6 +55,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	defer deps.Close()
 	cfg, logger := deps.Config, deps.Log()
+	if *resetSeen {
+		return resetSeenCache(ctx, deps, stdout)
+	}
 	// The drain applies the same name policy as LogEvents, so entries
 	// from producers that bypassed it are dead-lettered, not counted.
 	names, err := uniqueevents.New(cfg.Events, deps.Buffer, nil, nil, nil, logger)
@@ -91,4 +99,17 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	logger.Info("processor stopping")
 	svc.Stop()
 	return nil
+}
+
+// resetSeenCache bumps the seen-cache epoch in Postgres. Running
+// processes re-read it within seencache.DefaultScopeRefresh; the old keys
+// are never read again and expire.
+func resetSeenCache(ctx context.Context, deps *app.App, stdout io.Writer) error {
+	epoch, err := deps.Store.ResetSeenCache(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes stop using the old one within %s\n",
+		epoch, seencache.DefaultScopeRefresh)
+	return err
 }

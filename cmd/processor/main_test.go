@@ -191,6 +191,28 @@ func TestRunOnce(t *testing.T) {
 		require.Equal(t, int64(total-rows), b.pending(t), "exactly what committed was trimmed")
 	})
 
+	t.Run("ResetSeenCacheRecountsPairsPostgresLost", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.push(t, wire(userA, "mhv_rx_accessed"))
+		require.InDelta(t, 1, b.once(t)["db_inserts"], 0)
+
+		// Postgres loses the committed row, as in a restore from backup.
+		_, err := b.Pool.Exec(t.Context(), `DELETE FROM unique_user_events`)
+		require.NoError(t, err)
+		b.stdout = &testenv.Buffer{}
+		b.push(t, wire(userA, "mhv_rx_accessed"))
+		require.InDelta(t, 0, b.once(t)["db_queries"], 0, "the cache still answers seen")
+
+		b.stdout = &testenv.Buffer{}
+		require.NoError(t, b.run(t, "-reset-seen-cache"))
+		require.Contains(t, b.stdout.String(), "seen cache reset to epoch")
+		b.stdout = &testenv.Buffer{}
+		b.push(t, wire(userA, "mhv_rx_accessed"))
+		require.InDelta(t, 1, b.once(t)["db_inserts"], 0, "after the reset the pair is unseen and recorded again")
+		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM unique_user_events"))
+	})
+
 	t.Run("SkipsWhileLeaseHeld", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

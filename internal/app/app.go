@@ -72,11 +72,13 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 		logger.WarnContext(ctx, "redis unreachable at start", "error", err)
 	}
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
-	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store, seencache.WithBuckets(uint32(cfg.Cache.Buckets)))
 
 	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
 		return nil, err
 	}
+	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store,
+		seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithStats(a.Stats),
+		seencache.WithLogger(logger.With("component", "seencache")))
 	return a, nil
 }
 
