@@ -1,13 +1,19 @@
 // Package api is the HTTP face of uum: it ingests events for apps that
 // cannot link the uniqueevents library, answers "did this user ever log
 // this event" and serves the unique-user counts. Every response is JSON,
-// errors included, and every request is logged once.
+// errors included, and every request is logged once, by its route and
+// request id, never by its path (which holds user ids).
 package api
 
 import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -26,6 +32,10 @@ type EventLogger interface {
 	// EventLogged reports whether userID ever logged name. It returns a
 	// *uum.ValidationError naming "user_id" or "event_name" for bad input.
 	EventLogged(ctx context.Context, userID, name string) (bool, error)
+	// Loggable returns nil if LogEvents could buffer name (the allow-list,
+	// when there is one, and its facility variants), else a
+	// *uum.ValidationError for "event_name".
+	Loggable(name string) error
 }
 
 // CountReader reads unique-user counts.
@@ -57,6 +67,9 @@ type server struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 	dlq    DeadLetters // nil: no /v1/dlq routes
+
+	readyMu sync.Mutex
+	failing map[string]string // the checks the last /readyz found failing
 }
 
 // New returns the HTTP handler. POST routes need a token with scope
@@ -79,7 +92,7 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 		o(s)
 	}
 	s.routes()
-	return s.logRequests(s)
+	return s
 }
 
 func (s *server) routes() {
@@ -87,16 +100,77 @@ func (s *server) routes() {
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
 	s.dlqRoutes()
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc(routeHealthz, s.healthz)
+	s.mux.HandleFunc(routeReadyz, s.readyz)
 }
 
-// ServeHTTP routes r, turning the mux's plain-text 404 and 405 into JSON.
+// The probe routes, which take no token and are logged at debug level.
+const (
+	routeHealthz = "GET /healthz"
+	routeReadyz  = "GET /readyz"
+)
+
+// queryParams lists the query parameters of the routes that take any;
+// the others take none. A parameter not listed for its route, or given
+// twice, is a 400 naming it: a typo (?event=login) must not silently
+// widen a query.
+var queryParams = map[string][]string{
+	"GET /v1/unique-counts": {"event_name"},
+	"GET /v1/dlq":           slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
+	"POST /v1/dlq/replay":   slices.Concat(dlqFilterParams, []string{"dry_run"}),
+}
+
+// checkQuery answers 400 and returns false if r's query has a parameter
+// its route does not take, or one given more than once.
+func checkQuery(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "query", "query string must be valid URL encoding")
+		return false
+	}
+	allowed := queryParams[r.Pattern]
+	for name, values := range q {
+		switch {
+		case !slices.Contains(allowed, name):
+			writeError(w, http.StatusBadRequest, "invalid_request", name, "unknown query parameter "+strconv.Quote(name)+allowedList(allowed))
+			return false
+		case len(values) > 1:
+			writeError(w, http.StatusBadRequest, "invalid_request", name, "query parameter "+strconv.Quote(name)+" must be given once")
+			return false
+		}
+	}
+	return true
+}
+
+// allowedList names the parameters a route takes, for the 400.
+func allowedList(allowed []string) string {
+	if len(allowed) == 0 {
+		return ": this route takes none"
+	}
+	return ": this route takes " + strings.Join(allowed, ", ")
+}
+
+// ServeHTTP routes r and logs it once answered.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := requestID(r.Header.Get(requestIDHeader))
+	w.Header().Set(requestIDHeader, id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	pattern := s.route(rec, r)
+	s.logRequest(r, pattern, rec.status, start)
+}
+
+// route serves r and returns the pattern of its route, or "" if none
+// matched. It turns the mux's plain-text 404 and 405 into JSON.
+func (s *server) route(w http.ResponseWriter, r *http.Request) string {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // matches again to set the path values
-		return
+		return pattern
 	}
 	// No route: let the mux decide between 404 and 405 (and the Allow
 	// header), then replace its body.
@@ -104,9 +178,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(rec, r)
 	if rec.status == http.StatusMethodNotAllowed {
 		writeError(w, rec.status, "method_not_allowed", "", "method "+r.Method+" not allowed")
-		return
+		return ""
 	}
 	writeError(w, http.StatusNotFound, "not_found", "", "no route for "+r.URL.Path)
+	return ""
 }
 
 // headerRecorder keeps the status and headers a handler sets and drops its

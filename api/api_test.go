@@ -70,6 +70,12 @@ func (f *fakeEvents) EventLogged(context.Context, string, string) (bool, error) 
 	return true, nil
 }
 
+// Loggable applies the syntax rule only, as a client without an
+// allow-list does.
+func (f *fakeEvents) Loggable(name string) error {
+	return uum.ValidateName("event_name", name)
+}
+
 func (f *fakeEvents) recorded() []logCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -491,14 +497,18 @@ func TestPostEventsInvalidNames(t *testing.T) {
 		require.Equal(t, want, got.Error.Message)
 	})
 
-	t.Run("MarkupIsEscaped", func(t *testing.T) {
+	// The body is JSON, never HTML: a message reads as written, not as
+	// \u003cscript\u003e.
+	t.Run("MarkupIsNotHTMLEscaped", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		body := `{"user_id":"` + userID + `","event_names":["<script>alert(1)</script>"]}`
 		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
 		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_names[0]")
 		require.Equal(t, `unknown event name: "<script>alert(1)</script>"`, got.Error.Message)
-		require.NotContains(t, rec.Body.String(), "<script>", "HTML-escaped in the JSON")
+		require.Contains(t, rec.Body.String(), `"<script>alert(1)</script>`)
+		require.NotContains(t, rec.Body.String(), `\u003c`)
+		require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
 	})
 }
 
@@ -588,6 +598,7 @@ func TestAuth(t *testing.T) {
 				b := setup(t)
 				rec := call(b.fake, tt.method, tt.path, tt.token, eventsBody(""))
 				requireError(t, rec, http.StatusForbidden, "forbidden", "")
+				require.Equal(t, `Bearer error="insufficient_scope"`, rec.Header().Get("WWW-Authenticate"), "RFC 6750")
 				require.Empty(t, b.events.recorded())
 			})
 		}
@@ -647,6 +658,16 @@ func TestGetEventLogged(t *testing.T) {
 		b := setup(t)
 		b.store.logged[uum.Pair{UserID: uuidtest.MustParse(userID), Name: "mhv_login"}] = true
 		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_login", readToken, "")
+		var body loggedBody
+		requireJSON(t, rec, http.StatusOK, &body)
+		require.Equal(t, loggedBody{UserID: userID, EventName: "mhv_login", Logged: true}, body)
+	})
+
+	t.Run("EchoesTheUserIDInLowerCase", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.logged[uum.Pair{UserID: uuidtest.MustParse(userID), Name: "mhv_login"}] = true
+		rec := call(b.real, http.MethodGet, "/v1/events/"+strings.ToUpper(userID)+"/mhv_login", readToken, "")
 		var body loggedBody
 		requireJSON(t, rec, http.StatusOK, &body)
 		require.Equal(t, loggedBody{UserID: userID, EventName: "mhv_login", Logged: true}, body)
@@ -763,6 +784,19 @@ func TestUniqueCounts(t *testing.T) {
 		}
 	})
 
+	// With UUM_EVENT_NAMES set, a name that could never be counted is a
+	// 400, not a plausible 0; a facility variant of a listed name is fine.
+	t.Run("FilterOutsideAllowList", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.real, http.MethodGet, "/v1/unique-counts?event_name=mhv_logn", readToken, "")
+		got := requireError(t, rec, http.StatusBadRequest, "invalid_request", "event_name")
+		require.Equal(t, `unknown event name: "mhv_logn"`, got.Error.Message)
+
+		rec = call(b.real, http.MethodGet, "/v1/unique-counts?event_name=mhv_rx_accessed_oh_site_757", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	})
+
 	t.Run("StoreUnavailable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -775,11 +809,6 @@ func TestUniqueCounts(t *testing.T) {
 
 func TestHealth(t *testing.T) {
 	t.Parallel()
-
-	type readyBody struct {
-		Status string            `json:"status"`
-		Checks map[string]string `json:"checks"`
-	}
 
 	t.Run("Healthz", func(t *testing.T) {
 		t.Parallel()
@@ -794,22 +823,32 @@ func TestHealth(t *testing.T) {
 	t.Run("Ready", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		var body readyBody
-		requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusOK, &body)
-		require.Equal(t, readyBody{Status: "ready", Checks: map[string]string{"redis": "ok", "postgres": "ok"}}, body)
+		rec := call(b.fake, http.MethodGet, "/readyz", "", "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"status":"ok"}`, rec.Body.String())
 	})
 
-	t.Run("NotReady", func(t *testing.T) {
+	// /readyz needs no token: the public answer says only "unavailable";
+	// what failed, with its internal address, goes to the log, once per
+	// outage.
+	t.Run("NotReadyTellsOnlyTheLog", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.postgres.err = errors.New("dial tcp 127.0.0.1:5432: connection refused")
-		var body readyBody
-		requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusServiceUnavailable, &body)
-		require.Equal(t, readyBody{Status: "unavailable", Checks: map[string]string{
-			"redis":    "ok",
-			"postgres": "dial tcp 127.0.0.1:5432: connection refused",
-		}}, body)
-		require.Contains(t, b.logs.String(), "readiness check failed")
+		b.postgres.err = errors.New("dial tcp 10.1.2.3:5432: connection refused")
+		for range 2 {
+			rec := call(b.fake, http.MethodGet, "/readyz", "", "")
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+			require.JSONEq(t, `{"status":"unavailable"}`, rec.Body.String())
+		}
+		logs := b.logs.String()
+		require.Equal(t, 1, strings.Count(logs, "readiness check failed"), logs)
+		require.Contains(t, logs, `"check":"postgres"`)
+		require.Contains(t, logs, "10.1.2.3:5432")
+
+		b.postgres.err = nil
+		rec := call(b.fake, http.MethodGet, "/readyz", "", "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Contains(t, b.logs.String(), "readiness check ok again")
 	})
 
 	t.Run("NotReadyWhenPingHangs", func(t *testing.T) {
@@ -819,12 +858,11 @@ func TestHealth(t *testing.T) {
 			b.redis.release = make(chan struct{})
 			defer close(b.redis.release)
 			start := time.Now()
-			var body readyBody
-			requireJSON(t, call(b.fake, http.MethodGet, "/readyz", "", ""), http.StatusServiceUnavailable, &body)
+			rec := call(b.fake, http.MethodGet, "/readyz", "", "")
 			require.Equal(t, 2*time.Second, time.Since(start))
-			require.Equal(t, "unavailable", body.Status)
-			require.Equal(t, "ok", body.Checks["postgres"])
-			require.Contains(t, body.Checks["redis"], "no answer")
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+			require.JSONEq(t, `{"status":"unavailable"}`, rec.Body.String())
+			require.Contains(t, b.logs.String(), "no answer within 2s")
 		})
 	})
 }
@@ -855,19 +893,114 @@ func TestRouting(t *testing.T) {
 	t.Run("LogsEachRequest", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
-		var line struct {
-			Msg        string   `json:"msg"`
-			Method     string   `json:"method"`
-			Path       string   `json:"path"`
-			Status     int      `json:"status"`
-			DurationMS *float64 `json:"duration_ms"`
-		}
-		require.NoError(t, json.Unmarshal(b.logs.Bytes(), &line))
+		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		line := requestLine(t, b.logs.Bytes())
 		require.Equal(t, "request", line.Msg)
 		require.Equal(t, http.MethodPost, line.Method)
-		require.Equal(t, "/v1/events", line.Path)
+		require.Equal(t, "POST /v1/events", line.Route)
 		require.Equal(t, http.StatusAccepted, line.Status)
 		require.NotNil(t, line.DurationMS)
+		require.Len(t, line.RequestID, 16, "generated")
+		require.Equal(t, line.RequestID, rec.Header().Get("X-Request-Id"))
+	})
+
+	// A path holds a user id; the log names the route instead.
+	t.Run("LogsTheRouteNotThePath", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		call(b.fake, http.MethodGet, "/v1/events/"+userID+"/mhv_login", readToken, "")
+		call(b.fake, http.MethodGet, "/v1/nope/"+userID, readToken, "")
+		require.NotContains(t, b.logs.String(), userID)
+		lines := strings.Split(strings.TrimSpace(b.logs.String()), "\n")
+		require.Len(t, lines, 2)
+		require.Equal(t, "GET /v1/events/{user_id}/{event_name}", requestLine(t, []byte(lines[0])).Route)
+		require.Equal(t, "unmatched", requestLine(t, []byte(lines[1])).Route)
+	})
+
+	t.Run("HonoursAPlausibleRequestID", func(t *testing.T) {
+		t.Parallel()
+		for given, kept := range map[string]bool{
+			"req-42.a:b/c_d+e=":      true,
+			"with space":             false,
+			`quote"d`:                false,
+			"":                       false,
+			strings.Repeat("a", 129): false,
+		} {
+			b := setup(t)
+			r := newRequest(http.MethodGet, "/v1/unique-counts", readToken, "")
+			r.Header.Set("X-Request-Id", given)
+			rec := serve(b.fake, r)
+			got := requestLine(t, b.logs.Bytes()).RequestID
+			require.Equal(t, got, rec.Header().Get("X-Request-Id"))
+			if kept {
+				require.Equal(t, given, got)
+			} else {
+				require.Len(t, got, 16, "replaced %q", given)
+			}
+		}
+	})
+
+	// A load balancer probes every few seconds: no INFO line each time.
+	t.Run("ProbesAreNotLoggedAtInfo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		call(b.fake, http.MethodGet, "/healthz", "", "")
+		call(b.fake, http.MethodGet, "/readyz", "", "")
+		require.Empty(t, b.logs.String())
+	})
+}
+
+// requestLog is the JSON of a request log line.
+type requestLog struct {
+	Msg        string   `json:"msg"`
+	Method     string   `json:"method"`
+	Route      string   `json:"route"`
+	Path       string   `json:"path"`
+	Status     int      `json:"status"`
+	DurationMS *float64 `json:"duration_ms"`
+	RequestID  string   `json:"request_id"`
+}
+
+func requestLine(t *testing.T, line []byte) requestLog {
+	t.Helper()
+	var l requestLog
+	require.NoError(t, json.Unmarshal(line, &l), string(line))
+	require.Empty(t, l.Path, "never the path")
+	return l
+}
+
+func TestQueryParameters(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name, method, path, field, message string
+	}{
+		{"UnknownOnCounts", http.MethodGet, "/v1/unique-counts?event=mhv_login", "event", `unknown query parameter "event": this route takes event_name`},
+		{"RepeatedOnCounts", http.MethodGet, "/v1/unique-counts?event_name=a&event_name=b", "event_name", `query parameter "event_name" must be given once`},
+		{"AnyOnEventLogged", http.MethodGet, "/v1/events/" + userID + "/mhv_login?debug=1", "debug", `unknown query parameter "debug": this route takes none`},
+		{"AnyOnPost", http.MethodPost, "/v1/events?user_id=x", "user_id", `unknown query parameter "user_id": this route takes none`},
+		{"BadEncoding", http.MethodGet, "/v1/unique-counts?event_name=%zz", "query", "query string must be valid URL encoding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			rec := call(b.fake, tt.method, tt.path, adminToken, eventsBody(""))
+			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
+			require.Equal(t, tt.message, got.Error.Message)
+			require.Empty(t, b.events.recorded())
+		})
+	}
+
+	t.Run("CheckedAfterAuth", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		requireError(t, call(b.fake, http.MethodGet, "/v1/unique-counts?x=1", "", ""), http.StatusUnauthorized, "unauthorized", "")
+	})
+
+	t.Run("ProbesIgnoreThem", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.Equal(t, http.StatusOK, call(b.fake, http.MethodGet, "/healthz?ts=1", "", "").Code)
 	})
 }

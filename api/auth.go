@@ -68,7 +68,12 @@ func (s *server) require(want scope, h http.HandlerFunc) http.Handler {
 			return
 		}
 		if g&want != want {
+			// RFC 6750: the token is fine, its scope is not enough.
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope"`)
 			writeError(w, http.StatusForbidden, "forbidden", "", "token lacks the "+scopeNames[want]+" scope")
+			return
+		}
+		if !checkQuery(w, r) {
 			return
 		}
 		h(w, r)

@@ -67,6 +67,9 @@ func newDLQItem(r uum.DeadLetterRecord, preview bool) dlqItem {
 	return it
 }
 
+// dlqFilterParams are the query parameters dlq.ParseFilter reads.
+var dlqFilterParams = []string{"status", "reason", "event_name", "correlation_id", "from", "to"}
+
 // listDLQ serves GET /v1/dlq?status=&reason=&event_name=&correlation_id=&from=&to=&cursor=&limit=.
 func (s *server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

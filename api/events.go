@@ -5,6 +5,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+
+	"github.com/uumhq/uum"
 )
 
 // postEvents buffers the events of one user: POST /v1/events.
@@ -61,7 +63,7 @@ func (s *server) getEventLogged(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.unavailable(w, r, "event store", err)
 	default:
-		writeJSON(w, http.StatusOK, loggedBody{UserID: userID, EventName: name, Logged: logged})
+		writeJSON(w, http.StatusOK, loggedBody{UserID: canonical(userID), EventName: name, Logged: logged})
 	}
 }
 
@@ -69,4 +71,14 @@ type loggedBody struct {
 	UserID    string `json:"user_id"`
 	EventName string `json:"event_name"`
 	Logged    bool   `json:"logged"`
+}
+
+// canonical returns a valid user id in the lower-case form it is stored
+// in, so that the answer names the user as every other output does.
+func canonical(userID string) string {
+	id, err := uum.ParseUUID("user_id", userID)
+	if err != nil {
+		return userID // EventLogged accepted it, so this does not happen
+	}
+	return id.String()
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -22,11 +24,15 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
-// writeJSON writes v as the JSON response with status.
+// writeJSON writes v as the JSON response with status. Markup is not
+// escaped: the body is JSON, never HTML, and a message quoting `<token>`
+// must read as such.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client is gone; nothing left to tell it
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client is gone; nothing left to tell it
 }
 
 // writeError writes an error response. field, if not empty, names the
@@ -63,24 +69,65 @@ func (s *server) unavailable(w http.ResponseWriter, r *http.Request, op string, 
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		level = slog.LevelInfo
 	}
-	s.logger.Log(r.Context(), level, op+" failed", "error", err)
+	s.logger.Log(r.Context(), level, op+" failed", "error", err, "request_id", requestIDOf(r.Context()))
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "", op+" is unavailable, retry later")
 }
 
-// logRequests logs every request once it is answered. It never logs
+// logRequest logs a request once it is answered: its route pattern, never
+// its path, which holds user ids; probes of /healthz and /readyz at debug
+// level, since a load balancer sends them every few seconds. It never logs
 // headers, so tokens stay out of the logs.
-func (s *server) logRequests(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(rec, r)
-		s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-		)
-	})
+func (s *server) logRequest(r *http.Request, pattern string, status int, start time.Time) {
+	level := slog.LevelInfo
+	if pattern == routeHealthz || pattern == routeReadyz {
+		level = slog.LevelDebug
+	}
+	ctx := r.Context()
+	if !s.logger.Enabled(ctx, level) {
+		return
+	}
+	if pattern == "" {
+		pattern = "unmatched"
+	}
+	s.logger.LogAttrs(ctx, level, "request",
+		slog.String("method", r.Method),
+		slog.String("route", pattern),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+		slog.String("request_id", requestIDOf(ctx)),
+	)
+}
+
+// requestIDHeader carries the request id both ways: a caller's id is kept
+// so its logs and ours can be joined, and every response names its id.
+const requestIDHeader = "X-Request-Id"
+
+type requestIDKey struct{}
+
+// requestID returns the caller's id if it is a plausible one (1-128
+// printable ASCII characters without spaces or quotes), else a new random
+// one: a log line must not carry whatever a client sends.
+func requestID(given string) string {
+	if len(given) > 0 && len(given) <= 128 && plainASCII(given) {
+		return given
+	}
+	var b [16]byte
+	return string(strconv.AppendUint(b[:0], rand.Uint64(), 16))
+}
+
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDOf returns the id ServeHTTP gave the request.
+func requestIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }
 
 // statusRecorder remembers the status written through it.
