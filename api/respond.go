@@ -2,12 +2,13 @@ package api
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -111,8 +112,9 @@ func requestID(given string) string {
 	if len(given) > 0 && len(given) <= 128 && plainASCII(given) {
 		return given
 	}
-	var b [16]byte
-	return string(strconv.AppendUint(b[:0], rand.Uint64(), 16))
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], rand.Uint64())
+	return hex.EncodeToString(b[:]) // 16 hex digits, leading zeros kept
 }
 
 func plainASCII(s string) bool {
