@@ -99,11 +99,16 @@ type Lease struct {
 
 // acquireScript takes the lease and reads the cursor in one step, so the
 // cursor cannot move between the two. A missing cursor gets the new epoch
-// ARGV[3]: a new buffer, or one whose Redis lost its data.
+// ARGV[3]: a new buffer, or one whose Redis lost its data. The lease
+// already holding our token means this is a retry of a call that took it
+// (the client resends a command whose reply a broken connection lost), so
+// it succeeds again rather than reporting the lease held.
 // KEYS[1] lease, KEYS[2] cursor; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
 // epoch. Returns false if the lease is held, else {epoch, trimmed}.
 var acquireScript = redis.NewScript(`
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+	if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+end
 redis.call('HSETNX', KEYS[2], 'epoch', ARGV[3])
 local c = redis.call('HMGET', KEYS[2], 'epoch', 'trimmed')
 return {c[1], c[2] or '0'}`)
@@ -171,13 +176,27 @@ redis.call('DEL', KEYS[1])
 return 1`)
 
 // trimScript removes the n oldest entries (at most all of them) and
-// advances the cursor by as many, only if the lease still holds our token.
+// advances the cursor by as many, only if the lease still holds our token
+// and the cursor is where we last left it: a compare-and-set, so the
+// trim is idempotent. The client resends a command whose connection broke,
+// even when Redis had run it; without the check that resend removed a
+// second batch that was never committed. Only the token holder trims, so
+// a cursor ahead of ours by at most n is this very trim already applied:
+// the resend returns what the first call removed and removes nothing.
 // KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key; ARGV[1] token,
-// ARGV[2] n. Returns the number removed, or -1 if the fence failed and
-// nothing was removed.
+// ARGV[2] n, ARGV[3] epoch, ARGV[4] trimmed count we expect. Returns the
+// number removed, -1 if the fence failed, -2 if the cursor is not ours
+// (lost with Redis's data, or moved): nothing is removed then.
 var trimScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local n = math.min(tonumber(ARGV[2]), redis.call('LLEN', KEYS[2]))
+local c = redis.call('HMGET', KEYS[3], 'epoch', 'trimmed')
+if c[1] ~= ARGV[3] then return -2 end
+local at, want, n = tonumber(c[2] or '0'), tonumber(ARGV[4]), tonumber(ARGV[2])
+if at ~= want then
+	if at > want and at - want <= n then return at - want end
+	return -2
+end
+n = math.min(n, redis.call('LLEN', KEYS[2]))
 if n > 0 then
 	redis.call('LTRIM', KEYS[2], 0, -(n + 1))
 	redis.call('HINCRBY', KEYS[3], 'trimmed', n)
@@ -203,12 +222,16 @@ func (le *Lease) Trim(ctx context.Context, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	removed, err := trimScript.Run(ctx, le.list.rdb, []string{le.list.leaseKey, le.list.key, le.list.cursorKey}, le.token, n).Int()
+	removed, err := trimScript.Run(ctx, le.list.rdb, []string{le.list.leaseKey, le.list.key, le.list.cursorKey},
+		le.token, n, le.tail.Epoch, le.tail.Offset).Int()
 	if err != nil {
 		return fmt.Errorf("trim buffer: %w", err)
 	}
-	if removed < 0 {
+	switch removed {
+	case -1:
 		return fmt.Errorf("trim buffer: %w", uum.ErrFenceLost)
+	case -2:
+		return fmt.Errorf("trim buffer: cursor %s is not at %s/%d: %w", le.list.cursorKey, le.tail.Epoch, le.tail.Offset, uum.ErrFenceLost)
 	}
 	le.tail = le.tail.Add(removed)
 	return nil

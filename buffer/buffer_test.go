@@ -295,6 +295,47 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.Equal(t, start.Add(2), fourth.Position(0))
 	})
 
+	t.Run("ResentScriptsApplyOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0", "e1", "e2", "e3", "e4", "e5")
+		// The client resends a command whose connection broke, even when
+		// Redis had already run it: here every script runs twice.
+		b.rdb.AddHook(resendScripts{})
+
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err, "a resent acquire of our own lease is not 'lease held'")
+		require.NoError(t, lease.Trim(ctx, 2))
+		require.Equal(t, []string{"e2", "e3", "e4", "e5"}, all(t, b), "a resent trim removes nothing more")
+		require.Equal(t, int64(2), lease.Position(0).Offset)
+		require.NoError(t, lease.Trim(ctx, 3))
+		require.Equal(t, []string{"e5"}, all(t, b))
+		require.NoError(t, lease.Trim(ctx, 5), "at most all of them, resent or not")
+		require.Empty(t, all(t, b))
+		require.Equal(t, int64(6), lease.Position(0).Offset)
+	})
+
+	t.Run("TrimRefusesACursorThatIsNotOurs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0", "e1", "e2")
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		// Redis lost the cursor (a restart without persistence, say) but
+		// the lease and list are back: our positions no longer hold.
+		require.NoError(t, b.rdb.Del(ctx, rediskey.Cursor(b.prefix, shard)).Err())
+		require.ErrorIs(t, lease.Trim(ctx, 1), uum.ErrFenceLost)
+		require.Len(t, all(t, b), 3)
+
+		// A cursor moved by anything but this trim is refused too.
+		require.NoError(t, lease.Release(ctx))
+		lease, err = b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, b.rdb.HIncrBy(ctx, rediskey.Cursor(b.prefix, shard), "trimmed", 7).Err())
+		require.ErrorIs(t, lease.Trim(ctx, 1), uum.ErrFenceLost)
+		require.Len(t, all(t, b), 3)
+	})
+
 	t.Run("LostCursorStartsANewEpoch", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -411,4 +452,26 @@ func BenchmarkPush(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// resendScripts runs every script command twice and answers with the
+// second reply, as a client does when it resends a command whose reply a
+// broken connection lost.
+type resendScripts struct{}
+
+func (resendScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (resendScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (resendScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

@@ -30,14 +30,7 @@ const serverStart = 30 * time.Second
 // (scripts/services.sh test installs it).
 func Server(t testing.TB) *redis.Options {
 	t.Helper()
-	bin := os.Getenv("TEST_REDIS_SERVER")
-	if bin == "" {
-		bin = "redis-server"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		t.Fatalf("redistest: the test starts a redis-server of its own, and %q is not found: run scripts/services.sh test, install redis-server, or set TEST_REDIS_SERVER: %v", bin, err)
-	}
+	path := serverPath(t)
 	dir := t.TempDir()
 	// A free port can be taken between choosing and binding it: retry.
 	var errs []error
@@ -52,6 +45,21 @@ func Server(t testing.TB) *redis.Options {
 	return nil
 }
 
+// serverPath returns the redis-server binary to run: TEST_REDIS_SERVER or
+// redis-server on PATH.
+func serverPath(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv("TEST_REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		t.Fatalf("redistest: the test starts a redis-server of its own, and %q is not found: run scripts/services.sh test, install redis-server, or set TEST_REDIS_SERVER: %v", bin, err)
+	}
+	return path
+}
+
 // startServer runs redis-server on a free port and returns its address
 // once it accepts connections; a cleanup stops it.
 func startServer(t testing.TB, path, dir string) (string, error) {
@@ -59,13 +67,24 @@ func startServer(t testing.TB, path, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	cmd, exited, err := launch(path, dir, port, "--save", "", "--appendonly", "no")
+	if err != nil {
+		return "", err
+	}
+	t.Cleanup(func() { stop(cmd, exited) })
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}
+
+// launch starts redis-server on port with its files in dir and returns
+// once it accepts connections, with a channel that receives its exit.
+func launch(path, dir string, port int, args ...string) (*exec.Cmd, <-chan error, error) {
 	out := &readyWriter{ready: make(chan struct{})}
-	cmd := exec.Command(path,
+	cmd := exec.Command(path, append([]string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no")
+		"--logfile", "", "--daemonize", "no"}, args...)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("exec %s: %w", path, err)
+		return nil, nil, fmt.Errorf("exec %s: %w", path, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -73,24 +92,93 @@ func startServer(t testing.TB, path, dir string) (string, error) {
 	defer timer.Stop()
 	select {
 	case <-out.ready:
+		return cmd, exited, nil
 	case err := <-exited:
-		return "", fmt.Errorf("redis-server on port %d exited (%v): %s", port, err, out.tail())
+		return nil, nil, fmt.Errorf("redis-server on port %d exited (%v): %s", port, err, out.tail())
 	case <-timer.C:
 		_ = cmd.Process.Kill()
 		<-exited
-		return "", fmt.Errorf("redis-server on port %d not ready within %v: %s", port, serverStart, out.tail())
+		return nil, nil, fmt.Errorf("redis-server on port %d not ready within %v: %s", port, serverStart, out.tail())
 	}
-	t.Cleanup(func() {
-		// SIGTERM: redis-server exits at once, as there is nothing to save.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(serverStart):
-			_ = cmd.Process.Kill()
-			<-exited
+}
+
+// stop shuts a server down: SIGTERM, then SIGKILL if it lingers.
+func stop(cmd *exec.Cmd, exited <-chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(serverStart):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Durable is a redis-server of the test's own that keeps every write it
+// acknowledged (appendonly yes, appendfsync always) and can be killed
+// with SIGKILL and started again on the same port and folder: for tests
+// of what survives a Redis crash.
+type Durable struct {
+	path, dir string
+	port      int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd // nil while killed
+	exited <-chan error
+}
+
+// StartDurable starts a Durable server; it is shut down when the test
+// ends.
+func StartDurable(t testing.TB) *Durable {
+	t.Helper()
+	d := &Durable{path: serverPath(t), dir: t.TempDir()}
+	var errs []error
+	for range 5 {
+		port, err := freePort()
+		if err == nil {
+			d.port = port
+			if err = d.Start(); err == nil {
+				t.Cleanup(d.Kill)
+				return d
+			}
 		}
-	})
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+		errs = append(errs, err)
+	}
+	t.Fatalf("redistest: start durable redis-server: %v", errors.Join(errs...))
+	return nil
+}
+
+// Options returns client options for the server.
+func (d *Durable) Options() *redis.Options {
+	return &redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(d.port)), ContextTimeoutEnabled: true}
+}
+
+// Kill stops the server with SIGKILL, as a crash would. It does nothing
+// if the server is not running.
+func (d *Durable) Kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Kill()
+	<-d.exited
+	d.cmd = nil
+}
+
+// Start starts the server if it is not running, replaying its
+// append-only file.
+func (d *Durable) Start() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd != nil {
+		return nil
+	}
+	cmd, exited, err := launch(d.path, d.dir, d.port, "--save", "", "--appendonly", "yes", "--appendfsync", "always")
+	if err != nil {
+		return err
+	}
+	d.cmd, d.exited = cmd, exited
+	return nil
 }
 
 func freePort() (int, error) {
