@@ -32,11 +32,13 @@
 # scripts/services.sh removes it when it can prove apt-get just made it.
 #
 # Environment: FRESH_MIRROR (default http://deb.debian.org/debian),
-# FRESH_REF (default HEAD), GOROOT_SRC (default: `go env GOROOT`).
+# FRESH_REF (default HEAD), GOROOT_SRC (default: `go env GOROOT`),
+# FRESH_DIR (default .data/fresh-debian; another folder lets two modes run
+# at once).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-WORK="$ROOT/.data/fresh-debian"
+WORK=${FRESH_DIR:-"$ROOT/.data/fresh-debian"}
 MIRROR=${FRESH_MIRROR:-http://deb.debian.org/debian}
 REF=${FRESH_REF:-HEAD}
 SUITE=bookworm
