@@ -275,13 +275,13 @@ check_run() {
 	}
 	say "[$MODE] make run: healthz ok after $((SECONDS - start))s"
 	local T='Authorization: Bearer dev-admin-token-change-me' out
-	out=$(curl -s -w '\n%{http_code}\n' -X POST "$api/v1/events" -H "$T" -H 'Content-Type: application/json' \
+	out=$(curl -s -w '%{http_code}\n' -X POST "$api/v1/events" -H "$T" -H 'Content-Type: application/json' \
 		-d '{"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_names":["mhv_landing_page_accessed"]}')
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	[[ $(tail -n 1 <<<"$out") == 202 ]] || die "[$MODE] POST /v1/events: want 202"
 	out=$(in_chroot "$user" "cd $dir && .bin/processor -once" 2>>"$LOG") || die "[$MODE] processor -once failed: $out"
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
-	out=$(curl -s -w '\n%{http_code}\n' -H "$T" "$api/v1/unique-counts")
+	out=$(curl -s -w '%{http_code}\n' -H "$T" "$api/v1/unique-counts")
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	[[ $out == *'"event_name":"mhv_landing_page_accessed","unique_users":1'* ]] ||
 		die "[$MODE] unique-counts: want mhv_landing_page_accessed 1"
@@ -293,8 +293,21 @@ check_run() {
 	out=$(in_chroot "$user" "$cmd" 2>&1) || die "[$MODE] the README's backlog command failed: $out"
 	printf '%s\n%s\n' "$cmd" "$out" | tee -a "$LOG" >&2
 	[[ $out == 0 ]] || die "[$MODE] backlog after -once: want 0, got $out"
-	kill -TERM "$run_pid"
-	wait "$run_pid" || die "[$MODE] make run exited with status $? after SIGTERM"
+	# Stop it as a service manager would: SIGTERM to scripts/run.sh (make
+	# runs it as its child), which stops both binaries and exits 0.
+	local p runsh=""
+	for p in /proc/[0-9]*; do
+		[[ $(readlink "$p/root" 2>/dev/null) == "$CHROOT" ]] || continue
+		[[ $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) == *scripts/run.sh* ]] && runsh=${p#/proc/}
+	done
+	[[ -n $runsh ]] || die "[$MODE] no scripts/run.sh process in the chroot"
+	kill -TERM "$runsh"
+	local st=0
+	wait "$run_pid" || st=$?
+	((st == 0)) || die "[$MODE] make run exited with status $st after SIGTERM to scripts/run.sh"
+	if ! grep -q '^run: processor stopped' "$LOG" || ! grep -q '^run: api stopped' "$LOG"; then
+		die "[$MODE] scripts/run.sh did not report both binaries stopped"
+	fi
 	say "[$MODE] make run: README flow ok, stopped cleanly"
 }
 
