@@ -19,7 +19,7 @@ import (
 // Pipelining of the pushes of concurrent calls: workers pipelines in
 // flight at once, each carrying at most pipeline calls' LPUSHes, each
 // round-trip bounded by pipelineTimeout (a call's own bound is
-// Events.PushTimeout). cmd/api uses the same figures.
+// Events.PushTimeout).
 const (
 	pushWorkers     = 4
 	pushPipeline    = 64
@@ -69,8 +69,11 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 
 	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), pushWorkers, pushPipeline, pipelineTimeout)
 	closers = append(closers, pusher.Close)
-	seen := seencache.New(rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, seencache.WithBuckets(uint32(cfg.Cache.Buckets)))
 
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(logger.With("component", "seencache"))}
 	var stats statsd.ClientInterface
 	if cfg.Statsd.Addr != "" {
 		s, err := statsd.New(cfg.Statsd.Addr, statsd.WithoutTelemetry())
@@ -78,8 +81,10 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 			return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
 		}
 		stats = s
+		cacheOpts = append(cacheOpts, seencache.WithStats(s))
 		closers = append(closers, func() { _ = s.Flush(); _ = s.Close() })
 	}
+	seen := seencache.New(rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, cacheOpts...)
 	c, err := New(cfg.Events, pusher, seen, st, stats, logger)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
-	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/uniqueevents"
@@ -31,10 +30,6 @@ func main() {
 const (
 	// shutdownTimeout bounds how long in-flight requests get to finish.
 	shutdownTimeout = 10 * time.Second
-	// pushWorkers pipelines in flight to Redis at once, each carrying at
-	// most pushPipeline requests' LPUSHes.
-	pushWorkers  = 4
-	pushPipeline = 64
 )
 
 // run serves until ctx is done. onListen, if set, gets the bound address
@@ -47,14 +42,16 @@ func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writ
 	defer deps.Close()
 	cfg, logger := deps.Config, deps.Log()
 
-	// Concurrent requests share pipelines to Redis; each still sends its
-	// events in one LPUSH. Closed after the server drained its requests.
-	pusher := buffer.NewCoalescer(deps.Buffer, pushWorkers, pushPipeline, time.Second)
-	defer pusher.Close()
-	events, err := uniqueevents.New(cfg.Events, pusher, deps.Seen, deps.Store, deps.Stats, logger)
+	// The request path is the library's producer side: a Redis client that
+	// never retries (every call is bounded by UUM_PUSH_TIMEOUT or
+	// UUM_READ_TIMEOUT, and a lookup whose cache read fails asks Postgres
+	// at once), concurrent requests' pushes pipelined together. Closed
+	// after the server drained its requests.
+	events, err := uniqueevents.Open(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
+	defer events.Close()
 	uniqueevents.SetDefault(events)
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),

@@ -16,6 +16,7 @@ import (
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
+	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/testenv"
 )
 
@@ -172,6 +173,22 @@ func TestRun(t *testing.T) {
 		require.ErrorAs(t, err, &cerr, "main exits 2 on a *config.Error")
 		require.Equal(t, "UUM_BATCH_SIZE", cerr.Var)
 		require.ErrorContains(t, err, `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+	})
+
+	// A Redis that accepts connections and never answers: the lookup gives
+	// up on the cache after UUM_READ_TIMEOUT, without go-redis retries,
+	// and Postgres answers. It took 6.6 s and more (3 s read timeout per
+	// attempt), past the client's 10 s here.
+	t.Run("LookupWithSilentRedisAsksPostgres", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Env["UUM_REDIS_URL"] = "redis://" + redistest.SilentServer(t) + "/0"
+		s := b.start(t)
+
+		status, body := b.do(t, http.MethodGet, s.base+"/v1/events/"+userID+"/mhv_rx_accessed", readToken, "")
+		require.Equal(t, http.StatusOK, status, body)
+		require.JSONEq(t, `{"user_id":"`+userID+`","event_name":"mhv_rx_accessed","logged":false}`, body)
+		require.Contains(t, b.logs.String(), "seen cache unavailable")
 	})
 
 	t.Run("StartsWithoutRedisAndReportsIt", func(t *testing.T) {
