@@ -66,6 +66,10 @@ func (f *fakeEvents) LogEvents(_ context.Context, user uniqueevents.User, names 
 	return names, nil
 }
 
+func (f *fakeEvents) Track(context.Context, ...uniqueevents.Event) ([]string, error) {
+	panic("fakeEvents.Track: track tests use the real client")
+}
+
 func (f *fakeEvents) EventLogged(context.Context, string, string) (bool, error) {
 	return true, nil
 }
@@ -282,8 +286,22 @@ func eventsBody(extra string) string {
 	return `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed"]` + extra + `}`
 }
 
-func wire(name string) []byte {
-	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}.MarshalWire()
+func event(name string) uum.Event {
+	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}
+}
+
+// pushedEvents decodes what was pushed, checking each entry is a version 2
+// user event with its buffered-at time.
+func (p *fakePusher) pushedEvents(t *testing.T) []uum.Event {
+	t.Helper()
+	var out []uum.Event
+	for _, raw := range p.pushed() {
+		e, err := uum.DecodeWire(raw)
+		require.NoError(t, err)
+		require.False(t, e.BufferedAt.IsZero())
+		out = append(out, e.Event)
+	}
+	return out
 }
 
 func TestPostEvents(t *testing.T) {
@@ -295,7 +313,7 @@ func TestPostEvents(t *testing.T) {
 		body := `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed","mhv_login"],"user_facility_ids":["757","999"]}`
 		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
 		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed", "mhv_rx_accessed_oh_site_757", "mhv_login")
-		require.Equal(t, [][]byte{wire("mhv_rx_accessed"), wire("mhv_rx_accessed_oh_site_757"), wire("mhv_login")}, b.pusher.pushed())
+		require.Equal(t, []uum.Event{event("mhv_rx_accessed"), event("mhv_rx_accessed_oh_site_757"), event("mhv_login")}, b.pusher.pushedEvents(t))
 	})
 
 	t.Run("AcceptsIntegerFacilityIDs", func(t *testing.T) {

@@ -888,6 +888,8 @@ func TestDefault(t *testing.T) {
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 		_, err = uniqueevents.EventLogged(ctx, userID, "login")
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
+		_, err = uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 	})
 
 	t.Run("AfterSetDefaultUsesClient", func(t *testing.T) {
@@ -904,9 +906,12 @@ func TestDefault(t *testing.T) {
 		got, err = uniqueevents.LogEvent(ctx, user, "search")
 		require.NoError(t, err)
 		require.Equal(t, []string{"search"}, got)
+		ids, err := uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"e1"}, ids)
 		n, err := list.Len(ctx)
 		require.NoError(t, err)
-		require.Equal(t, int64(3), n)
+		require.Equal(t, int64(4), n)
 
 		ok, err := uniqueevents.EventLogged(ctx, userID, "login")
 		require.NoError(t, err)
