@@ -404,7 +404,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 			fmt.Sprintf(`{"user_id":%q}`, u[0]):   "missing event_name",
 			fmt.Sprintf(`{"user_id":%q,"event_name":"Bad Name"}`, u[0]):                          "must match",
 			fmt.Sprintf(`{"user_id":%q,"event_name":"%s"}`, u[0], bytes.Repeat([]byte("x"), 51)): "at most 50",
-			fmt.Sprintf(`{"v":2,"user_id":%q,"event_name":"a"}`, u[0]):                           "unsupported wire version",
+			fmt.Sprintf(`{"v":3,"user_id":%q,"event_name":"a"}`, u[0]):                           "unsupported wire version",
 		}
 		entries := []string{good(u[0])}
 		for raw := range poison {
