@@ -290,15 +290,26 @@ func event(name string) uum.Event {
 	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}
 }
 
-// pushedEvents decodes what was pushed, checking each entry is a version 2
-// user event with its buffered-at time.
-func (p *fakePusher) pushedEvents(t *testing.T) []uum.Event {
+// decoded decodes what was pushed, checking each entry is version 2,
+// with its buffered-at time.
+func (p *fakePusher) decoded(t *testing.T) []uum.Entry {
 	t.Helper()
-	var out []uum.Event
+	var out []uum.Entry
 	for _, raw := range p.pushed() {
 		e, err := uum.DecodeWire(raw)
 		require.NoError(t, err)
-		require.False(t, e.BufferedAt.IsZero())
+		require.False(t, e.BufferedAt.IsZero(), "%s", raw)
+		out = append(out, e)
+	}
+	return out
+}
+
+// pushedEvents decodes what was pushed as user events.
+func (p *fakePusher) pushedEvents(t *testing.T) []uum.Event {
+	t.Helper()
+	var out []uum.Event
+	for _, e := range p.decoded(t) {
+		require.Nil(t, e.Tracked)
 		out = append(out, e.Event)
 	}
 	return out

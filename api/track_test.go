@@ -27,10 +27,8 @@ func trackBody(events ...string) string {
 func (p *fakePusher) pushedTracked(t *testing.T) []uum.TrackedEvent {
 	t.Helper()
 	var out []uum.TrackedEvent
-	for _, raw := range p.pushed() {
-		e, err := uum.DecodeWire(raw)
-		require.NoError(t, err)
-		require.NotNil(t, e.Tracked, "%s", raw)
+	for _, e := range p.decoded(t) {
+		require.NotNil(t, e.Tracked)
 		out = append(out, *e.Tracked)
 	}
 	return out
