@@ -465,7 +465,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		t.Parallel()
 		b := setup(t, newRedis)
 		u := users(4)
-		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire()) }
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire(time.Now())) }
 		// Each of these once became a dead letter whose reason held the raw
 		// bytes; Postgres refused the text and the batch never committed.
 		poison := []string{
