@@ -57,3 +57,16 @@ type RunFailure struct {
 	Reason        string
 	Attempts      int
 }
+
+// Drift is a materialised unique-user total that disagrees with the rows
+// it is derived from.
+type Drift struct {
+	EventName string `json:"event_name"`
+	// Stored is the total in unique_event_totals (0 when the row is
+	// missing), Actual the number of rows in unique_user_events.
+	Stored int64 `json:"stored"`
+	Actual int64 `json:"actual"`
+}
+
+// Diff is Actual - Stored: what a repair adds.
+func (d Drift) Diff() int64 { return d.Actual - d.Stored }

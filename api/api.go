@@ -29,11 +29,6 @@ type EventLogger interface {
 	// then buffers nothing; any other error means the buffer is unreachable.
 	// An empty list means logging is disabled.
 	LogEvents(ctx context.Context, user uniqueevents.User, names []string, opts ...uniqueevents.Option) ([]string, error)
-	// Track buffers tracked events, all or none, and returns their ids
-	// (empty when logging is disabled). It returns a *uum.ValidationError
-	// naming "events[i].field" for bad input; any other error means the
-	// buffer is unreachable.
-	Track(ctx context.Context, events ...uniqueevents.Event) ([]string, error)
 	// EventLogged reports whether userID ever logged name. It returns a
 	// *uum.ValidationError naming "user_id" or "event_name" for bad input.
 	EventLogged(ctx context.Context, userID, name string) (bool, error)
@@ -65,13 +60,14 @@ const (
 )
 
 type server struct {
-	events EventLogger
-	counts CountReader
-	ready  map[string]Pinger
-	tokens []token
-	logger *slog.Logger
-	mux    *http.ServeMux
-	dlq    DeadLetters // nil: no /v1/dlq routes
+	events  EventLogger
+	counts  CountReader
+	ready   map[string]Pinger
+	tokens  []token
+	logger  *slog.Logger
+	mux     *http.ServeMux
+	dlq     DeadLetters    // nil: no /v1/dlq routes
+	metrics *metricsRoutes // nil: no metrics routes
 
 	readyMu sync.Mutex
 	failing map[string]string // the checks the last /readyz found failing
@@ -102,10 +98,10 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 
 func (s *server) routes() {
 	s.mux.Handle("POST /v1/events", s.require(scopeIngest, s.postEvents))
-	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
 	s.dlqRoutes()
+	s.addMetricsRoutes()
 	s.mux.HandleFunc(routeHealthz, s.healthz)
 	s.mux.HandleFunc(routeReadyz, s.readyz)
 }

@@ -26,6 +26,8 @@ type List struct {
 	key       string
 	leaseKey  string
 	cursorKey string
+	prefix    string // for the metrics keys TrimTally updates
+	shard     int
 }
 
 // New returns the list of shard under prefix.
@@ -33,6 +35,7 @@ func New(rdb redis.UniversalClient, prefix string, shard int) *List {
 	return &List{
 		rdb: rdb, key: rediskey.Buffer(prefix, shard),
 		leaseKey: rediskey.Lease(prefix, shard), cursorKey: rediskey.Cursor(prefix, shard),
+		prefix: prefix, shard: shard,
 	}
 }
 
@@ -183,10 +186,16 @@ return 1`)
 // second batch that was never committed. Only the token holder trims, so
 // a cursor ahead of ours by at most n is this very trim already applied:
 // the resend returns what the first call removed and removes nothing.
-// KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key; ARGV[1] token,
-// ARGV[2] n, ARGV[3] epoch, ARGV[4] trimmed count we expect. Returns the
-// number removed, -1 if the fence failed, -2 if the cursor is not ours
-// (lost with Redis's data, or moved): nothing is removed then.
+// With KEYS[4] and KEYS[5] it also adds the removed entries to the
+// pipeline totals and per-second rate (see Tally), in the same step, so
+// each entry is counted exactly once, when it leaves the list; a resend
+// counts nothing again.
+// KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key, optional
+// KEYS[4] totals, KEYS[5] rate; ARGV[1] token, ARGV[2] n, ARGV[3] epoch,
+// ARGV[4] trimmed count we expect, with the tally ARGV[5] delivered,
+// ARGV[6] failed, ARGV[7] now in unix ms, ARGV[8] now in unix seconds.
+// Returns the number removed, -1 if the fence failed, -2 if the cursor is
+// not ours (lost with Redis's data, or moved): nothing is removed then.
 var trimScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 local c = redis.call('HMGET', KEYS[3], 'epoch', 'trimmed')
@@ -200,6 +209,23 @@ n = math.min(n, redis.call('LLEN', KEYS[2]))
 if n > 0 then
 	redis.call('LTRIM', KEYS[2], 0, -(n + 1))
 	redis.call('HINCRBY', KEYS[3], 'trimmed', n)
+end
+if n > 0 and KEYS[5] then
+	redis.call('HINCRBY', KEYS[4], 'total', n)
+	redis.call('HINCRBY', KEYS[4], 'delivered', ARGV[5])
+	redis.call('HINCRBY', KEYS[4], 'failed', ARGV[6])
+	local now = tonumber(ARGV[7])
+	if now > tonumber(redis.call('HGET', KEYS[4], 'last_processed_at') or '0') then
+		redis.call('HSET', KEYS[4], 'last_processed_at', now)
+	end
+	if tonumber(ARGV[6]) > 0 and now > tonumber(redis.call('HGET', KEYS[4], 'last_failure_at') or '0') then
+		redis.call('HSET', KEYS[4], 'last_failure_at', now)
+	end
+	local sec = tonumber(ARGV[8])
+	redis.call('HINCRBY', KEYS[5], ARGV[8], n)
+	for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+		if tonumber(f) < sec - 120 then redis.call('HDEL', KEYS[5], f) end
+	end
 end
 return n`)
 
@@ -219,11 +245,22 @@ func (le *Lease) Release(ctx context.Context) error {
 // and advances the lease's positions by as many. It returns
 // uum.ErrFenceLost, removing nothing, if the lease is no longer ours.
 func (le *Lease) Trim(ctx context.Context, n int) error {
+	return le.trim(ctx, n, nil)
+}
+
+// trim is Trim, adding the removed entries to the pipeline totals when
+// tally is not nil.
+func (le *Lease) trim(ctx context.Context, n int, tally *Tally) error {
 	if n <= 0 {
 		return nil
 	}
-	removed, err := trimScript.Run(ctx, le.list.rdb, []string{le.list.leaseKey, le.list.key, le.list.cursorKey},
-		le.token, n, le.tail.Epoch, le.tail.Offset).Int()
+	keys := []string{le.list.leaseKey, le.list.key, le.list.cursorKey}
+	args := []any{le.token, n, le.tail.Epoch, le.tail.Offset}
+	if tally != nil {
+		keys = append(keys, rediskey.MetricsTotals(le.list.prefix, le.list.shard), rediskey.MetricsRate(le.list.prefix, le.list.shard))
+		args = append(args, tally.Delivered, tally.Failed, tally.At.UnixMilli(), tally.At.Unix())
+	}
+	removed, err := trimScript.Run(ctx, le.list.rdb, keys, args...).Int()
 	if err != nil {
 		return fmt.Errorf("trim buffer: %w", err)
 	}

@@ -184,6 +184,7 @@ func TestLoadRejects(t *testing.T) {
 	for _, value := range []string{"abc", "-1", "1.5"} {
 		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})
 	}
+	cases = append(cases, testCase{"UUM_METRICS_TOKEN", "short", `UUM_METRICS_TOKEN: must be at least 16 characters`})
 	for _, value := range []string{"abc", "-1h", "10"} {
 		cases = append(cases, testCase{"UUM_DLQ_RETENTION", value, `UUM_DLQ_RETENTION: must be a non-negative duration, got "` + value + `"`})
 	}

@@ -11,9 +11,15 @@ type Operations struct {
 	// ReconcileInterval is the time between reconciliation runs, which also
 	// purge old dead letters.
 	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
+	// MetricsToken, when set, is the bearer token GET /metrics requires.
+	MetricsToken string `env:"UUM_METRICS_TOKEN" desc:"Bearer token GET /metrics (Prometheus) requires, at least 16 characters; empty leaves it open."`
 }
 
 func (o Operations) validate(r *report) {
 	r.check("UUM_DLQ_RETENTION", o.DLQRetention >= 0, "must be a non-negative duration")
 	r.check("UUM_RECONCILE_INTERVAL", o.ReconcileInterval >= time.Second, atLeastSecond)
+	if o.MetricsToken != "" && len(o.MetricsToken) < MinTokenLen {
+		// Never echo the token: errors end up in logs.
+		r.fail("UUM_METRICS_TOKEN", "must be at least 16 characters")
+	}
 }

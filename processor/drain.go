@@ -18,6 +18,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/pipemetrics"
 )
 
 // Statsd metric names, as the dashboards and alerts know them.
@@ -94,6 +95,10 @@ type Drainer struct {
 	logger *slog.Logger
 	names  NameChecker        // nil: any valid name counts
 	runs   RunFailureRecorder // nil: exhausted runs are only logged
+	// pipeline and counts feed the uum.pipeline.* and
+	// uum.unique_users.total metrics; nil: not sent.
+	pipeline PipelineMetrics
+	counts   pipemetrics.CountReader
 }
 
 // NewDrainer returns a drainer. stats may be nil.
@@ -356,13 +361,18 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	if b.result.DeadLettered > 0 {
 		_ = d.stats.Count(MetricDeadLettered, int64(b.result.DeadLettered), nil, 1)
 	}
+	// Sent now, not on the client's interval: a crash loses at most the
+	// increments of the batch in flight.
+	_ = d.stats.Flush()
 
 	// The trim and the best-effort mark each have their own bound, so a
 	// slow mark can never make a committed batch fail to trim and run
-	// again.
+	// again. The trim adds the batch to the pipeline totals in the same
+	// script, so each entry is counted once, when it leaves the buffer.
 	tctx, cancelTrim := detach(ctx, trimTimeout)
 	defer cancelTrim()
-	trimErr := lease.Trim(tctx, len(b.raw))
+	tally := buffer.Tally{Delivered: len(b.raw) - len(b.dead), Failed: len(b.dead), At: time.Now()}
+	trimErr := lease.TrimTally(tctx, len(b.raw), tally)
 
 	mctx, cancelMark := detach(ctx, markTimeout)
 	defer cancelMark()
@@ -430,6 +440,7 @@ func (d *Drainer) report(ctx context.Context, sum *Summary) {
 	_ = d.stats.Gauge(MetricDBInserts, float64(sum.DBInserts), nil, 1)
 	_ = d.stats.Gauge(MetricQueueDepth, float64(sum.QueueDepth), nil, 1)
 	_ = d.stats.Histogram(MetricJobDuration, float64(sum.DurationMS), nil, 1)
+	d.gaugePipeline(ctx)
 	d.logger.InfoContext(ctx, "drain finished",
 		"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed,
 		"total_db_queries", sum.DBQueries, "total_db_inserts", sum.DBInserts,

@@ -17,6 +17,7 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -56,7 +57,8 @@ func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writ
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
-	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)))
+	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
+		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store), cfg.Operations.MetricsToken))
 
 	ln, err := net.Listen("tcp", cfg.API.Addr)
 	if err != nil {

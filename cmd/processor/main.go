@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -65,7 +67,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return err
 	}
 	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
-		processor.WithNames(names), processor.WithRunFailures(deps.Store))
+		processor.WithNames(names), processor.WithRunFailures(deps.Store),
+		processor.WithPipelineMetrics(deps.Pipeline, deps.Store))
 
 	if *once {
 		sum, err := drainer.Drain(ctx)
@@ -88,9 +91,11 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	svc := processor.NewService(redisOpt, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
+	rec := reconcile.New(deps.Store, deps.Stats, logger)
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
-		_, err := dead.Purge(ctx, cfg.Operations.DLQRetention)
-		return err
+		_, rerr := rec.Run(ctx, false)
+		_, perr := dead.Purge(ctx, cfg.Operations.DLQRetention)
+		return errors.Join(rerr, perr)
 	})
 	if err := svc.Start(); err != nil {
 		return err

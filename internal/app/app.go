@@ -18,6 +18,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
@@ -31,7 +32,9 @@ type App struct {
 	Buffer *buffer.List
 	Seen   *seencache.Cache
 	Stats  statsd.ClientInterface
-	logger *slog.Logger
+	// Pipeline reads and records the pipeline metrics.
+	Pipeline *pipemetrics.Metrics
+	logger   *slog.Logger
 }
 
 // Open connects to Postgres (and migrates it), Redis and statsd. On error
@@ -72,6 +75,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 		logger.WarnContext(ctx, "redis unreachable at start", "error", err)
 	}
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
+	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store)
 
 	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
 		return nil, err

@@ -40,10 +40,14 @@ var (
 
 // LeakOptions returns the goleak options for a test binary that uses
 // dbtest: the admin pool is shared by all its tests and stays open until
-// the process exits, so its health-check goroutine is the only one allowed
-// to outlive them.
+// the process exits, so its health-check goroutine, and the background
+// reader pgx may leave running on one of its idle connections, are the
+// only ones allowed to outlive them.
 func LeakOptions() []goleak.Option {
-	return []goleak.Option{goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck")}
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
+	}
 }
 
 // admin returns the pool shared by the tests of one binary, creating the

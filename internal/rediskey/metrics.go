@@ -1,0 +1,27 @@
+package rediskey
+
+import "strconv"
+
+// The pipeline metrics keys start with <prefix>metrics:. The totals and
+// the rate of a shard carry the shard's {buffer:N} tag: the fenced trim
+// updates them in the same script that trims the list, on one cluster
+// slot, so each trimmed entry is counted exactly once.
+
+// MetricsTotals returns the hash of a shard's pipeline totals: total,
+// delivered, failed, last_processed_at and last_failure_at (unix ms).
+func MetricsTotals(prefix string, shard int) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:totals"
+}
+
+// MetricsRate returns the hash of a shard's entries trimmed per unix
+// second, pruned to the last two minutes.
+func MetricsRate(prefix string, shard int) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:rate"
+}
+
+// MetricsLatency returns the hash of one minute's buffered-to-committed
+// latency sketch: DDSketch bin index to count ("z" for zero), merged by
+// HINCRBY across drainers.
+func MetricsLatency(prefix string, minute int64) string {
+	return prefix + "metrics:latency:" + strconv.FormatInt(minute, 10)
+}

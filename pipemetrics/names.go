@@ -1,0 +1,104 @@
+package pipemetrics
+
+import (
+	"context"
+	"strings"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/uumhq/uum"
+)
+
+// The metric names, the same for DogStatsD and, with dots as underscores,
+// Prometheus (uum.pipeline.total_events is uum_pipeline_total_events).
+const (
+	NameTotalEvents         = "uum.pipeline.total_events"
+	NamePending             = "uum.pipeline.pending"
+	NameDelivered           = "uum.pipeline.delivered"
+	NameFailed              = "uum.pipeline.failed"
+	NameQueueDepth          = "uum.pipeline.queue_depth"
+	NameQueueLagSeconds     = "uum.pipeline.queue_lag_seconds"
+	NameDLQCount            = "uum.pipeline.dlq_count"
+	NameDLQOldestAgeSeconds = "uum.pipeline.dlq_oldest_age_seconds"
+	NameLastProcessedAt     = "uum.pipeline.last_processed_at"
+	NameLastFailureAt       = "uum.pipeline.last_failure_at"
+	NameProcessingTimeMS    = "uum.pipeline.processing_time_ms" // tag quantile:0.5|0.95|0.99
+	NameProcessingRate      = "uum.pipeline.processing_rate"
+	// NameUniqueUsers is the authoritative total of an event's unique
+	// users, read from Postgres, tag event_name.
+	NameUniqueUsers = "uum.unique_users.total"
+	// NameMetricsErrors counts metrics that could not be read or
+	// recorded; the drain goes on regardless. Tag op.
+	NameMetricsErrors = "uum.pipeline.metrics_errors"
+)
+
+// Names lists every metric this package emits.
+var Names = []string{
+	NameTotalEvents, NamePending, NameDelivered, NameFailed, NameQueueDepth, NameQueueLagSeconds,
+	NameDLQCount, NameDLQOldestAgeSeconds, NameLastProcessedAt, NameLastFailureAt,
+	NameProcessingTimeMS, NameProcessingRate, NameUniqueUsers, NameMetricsErrors,
+}
+
+// PrometheusName returns the Prometheus name of a metric.
+func PrometheusName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// sample is one value of a snapshot under its name and tags.
+type sample struct {
+	name  string
+	tags  []string // "key:value"
+	value float64
+	total bool // a running total (a Prometheus counter), else a gauge
+}
+
+// samples flattens s; timestamps become unix seconds and are left out
+// when unset.
+func (s Snapshot) samples() []sample {
+	out := []sample{
+		{name: NameTotalEvents, value: float64(s.TotalEvents), total: true},
+		{name: NamePending, value: float64(s.Pending)},
+		{name: NameDelivered, value: float64(s.Delivered), total: true},
+		{name: NameFailed, value: float64(s.Failed), total: true},
+		{name: NameQueueDepth, value: float64(s.QueueDepth)},
+		{name: NameQueueLagSeconds, value: s.QueueLagSeconds},
+		{name: NameDLQCount, value: float64(s.DLQCount)},
+		{name: NameDLQOldestAgeSeconds, value: s.DLQOldestAgeSeconds},
+		{name: NameProcessingRate, value: float64(s.ProcessingRate)},
+	}
+	if s.LastProcessedAt != nil {
+		out = append(out, sample{name: NameLastProcessedAt, value: float64(s.LastProcessedAt.UnixMilli()) / 1000})
+	}
+	if s.LastFailureAt != nil {
+		out = append(out, sample{name: NameLastFailureAt, value: float64(s.LastFailureAt.UnixMilli()) / 1000})
+	}
+	if s.ProcessingTimeMS.Samples > 0 {
+		p := s.ProcessingTimeMS
+		for _, q := range []struct {
+			tag string
+			v   float64
+		}{{"0.5", p.P50}, {"0.95", p.P95}, {"0.99", p.P99}} {
+			out = append(out, sample{name: NameProcessingTimeMS, tags: []string{"quantile:" + q.tag}, value: q.v})
+		}
+	}
+	return out
+}
+
+// Gauge sends the snapshot to DogStatsD as gauges. statsd is
+// best-effort UDP: send errors are dropped.
+func Gauge(stats statsd.ClientInterface, s Snapshot) {
+	for _, sm := range s.samples() {
+		_ = stats.Gauge(sm.name, sm.value, sm.tags, 1)
+	}
+}
+
+// GaugeTotals sends each event's unique-user total as
+// uum.unique_users.total{event_name}.
+func GaugeTotals(stats statsd.ClientInterface, counts []uum.Count) {
+	for _, c := range counts {
+		_ = stats.Gauge(NameUniqueUsers, float64(c.UniqueUsers), []string{"event_name:" + c.EventName}, 1)
+	}
+}
+
+// CountReader reads the unique-user totals; *store.Store satisfies it.
+type CountReader interface {
+	UniqueCounts(ctx context.Context, eventName string) ([]uum.Count, error)
+}

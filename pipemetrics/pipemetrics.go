@@ -1,0 +1,278 @@
+// Package pipemetrics reports the state of the pipeline: entries drained,
+// delivered and dead-lettered since the start, the buffer's depth and lag,
+// the dead-letter queue, the buffered-to-committed latency percentiles of
+// the last 15 minutes and the drain rate of the last minute. The same
+// snapshot is served as JSON (GET /v1/metrics), Prometheus text
+// (GET /metrics) and DogStatsD gauges, under the names in Names.
+//
+// The totals are exact: the drain's fenced trim adds each trimmed entry to
+// them in the same Redis script (buffer.Lease.TrimTally), so no entry is
+// counted twice or lost between commit and trim. Latencies go into a
+// DDSketch (1 % relative error) per minute, stored as a Redis hash of bin
+// counts that every drainer adds to with HINCRBY, so sketches merge
+// without read-modify-write.
+package pipemetrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/internal/rediskey"
+)
+
+// RelativeAccuracy is the sketch's bound on the relative error of a
+// percentile.
+const RelativeAccuracy = 0.01
+
+// Window is how far back the latency percentiles look, and RateWindow the
+// processing rate.
+const (
+	Window     = 15 * time.Minute
+	RateWindow = 60 * time.Second
+)
+
+// latencyTTL keeps a minute's sketch just past the window.
+const latencyTTL = Window + 2*time.Minute
+
+// DLQStats reads the dead-letter queue; *store.Store satisfies it.
+type DLQStats interface {
+	// DeadLetterStats returns the number of open dead letters and the
+	// first failure of the oldest (zero when none is open).
+	DeadLetterStats(ctx context.Context) (open int64, oldest time.Time, err error)
+}
+
+// Metrics reads and records the pipeline metrics of buffer shard 0.
+type Metrics struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	dlq     DLQStats
+	mapping mapping.IndexMapping
+	now     func() time.Time
+	mu      sync.Mutex
+	pending *ddsketch.DDSketch // observed, not yet flushed; nil when none
+}
+
+// New returns the metrics kept in rdb under prefix, with the dead-letter
+// figures from dlq.
+func New(rdb redis.UniversalClient, prefix string, dlq DLQStats) *Metrics {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic(err) // a constant accuracy in (0, 1) cannot fail
+	}
+	return &Metrics{rdb: rdb, prefix: prefix, dlq: dlq, mapping: m, now: time.Now}
+}
+
+// Percentiles are latency percentiles in milliseconds; Samples is how many
+// latencies they summarise (0: no entry carried its buffered-at time).
+type Percentiles struct {
+	P50     float64 `json:"p50"`
+	P95     float64 `json:"p95"`
+	P99     float64 `json:"p99"`
+	Samples int64   `json:"samples"`
+}
+
+// Snapshot is the pipeline's state at one moment.
+type Snapshot struct {
+	TotalEvents         int64       `json:"total_events"`
+	Pending             int64       `json:"pending"`
+	Delivered           int64       `json:"delivered"`
+	Failed              int64       `json:"failed"`
+	QueueDepth          int64       `json:"queue_depth"`
+	QueueLagSeconds     float64     `json:"queue_lag_seconds"`
+	DLQCount            int64       `json:"dlq_count"`
+	DLQOldestAgeSeconds float64     `json:"dlq_oldest_age_seconds"`
+	LastProcessedAt     *time.Time  `json:"last_processed_at"`
+	LastFailureAt       *time.Time  `json:"last_failure_at"`
+	ProcessingTimeMS    Percentiles `json:"processing_time_ms"`
+	ProcessingRate      int64       `json:"processing_rate"`
+}
+
+// addBinsScript adds sketch bin counts to a minute's hash and sets its
+// expiry. KEYS[1] the minute's hash; ARGV[1] TTL in seconds, then pairs of
+// bin (index or "z") and count. Returns 1.
+var addBinsScript = redis.NewScript(`
+for i = 2, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1`)
+
+// Observe adds latencies to the sketch held in process until Flush: a
+// few hundred nanoseconds per sample on the drain's hot path, where a
+// Redis write per batch would cost milliseconds. Safe for concurrent use.
+func (m *Metrics) Observe(lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pending == nil {
+		m.pending = ddsketch.NewDDSketch(m.mapping, store.NewSparseStore(), store.NewSparseStore())
+	}
+	for _, d := range lat {
+		// Add fails only for values the mapping cannot index (above
+		// ~1e300 ms or negative, clamped here).
+		_ = m.pending.Add(max(float64(d)/float64(time.Millisecond), 0))
+	}
+}
+
+// Flush adds the observed latencies to the current minute's sketch in
+// Redis, where every drainer's flushes merge, in one script call. On
+// error the samples are dropped: percentiles are estimates, and a retry
+// could add them twice.
+func (m *Metrics) Flush(ctx context.Context) error {
+	m.mu.Lock()
+	sk := m.pending
+	m.pending = nil
+	m.mu.Unlock()
+	if sk == nil || sk.IsEmpty() {
+		return nil
+	}
+	args := []any{int64(latencyTTL / time.Second)}
+	sk.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
+		args = append(args, index, int64(count))
+		return false
+	})
+	if z := int64(sk.GetZeroCount()); z > 0 {
+		args = append(args, "z", z)
+	}
+	key := rediskey.MetricsLatency(m.prefix, m.now().Unix()/60)
+	if err := addBinsScript.Run(ctx, m.rdb, []string{key}, args...).Err(); err != nil {
+		return fmt.Errorf("record latencies: %w", err)
+	}
+	return nil
+}
+
+// RecordLatencies is Observe then Flush.
+func (m *Metrics) RecordLatencies(ctx context.Context, lat []time.Duration) error {
+	m.Observe(lat)
+	return m.Flush(ctx)
+}
+
+// Snapshot reads the current state: one pipelined Redis round trip and
+// one Postgres query.
+func (m *Metrics) Snapshot(ctx context.Context) (Snapshot, error) {
+	now := m.now()
+	minute := now.Unix() / 60
+	var (
+		totals, rate *redis.MapStringStringCmd
+		depth        *redis.IntCmd
+		oldest       *redis.StringCmd
+		sketches     []*redis.MapStringStringCmd
+	)
+	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		totals = p.HGetAll(ctx, rediskey.MetricsTotals(m.prefix, 0))
+		rate = p.HGetAll(ctx, rediskey.MetricsRate(m.prefix, 0))
+		depth = p.LLen(ctx, rediskey.Buffer(m.prefix, 0))
+		oldest = p.LIndex(ctx, rediskey.Buffer(m.prefix, 0), -1)
+		for i := range int64(Window / time.Minute) {
+			sketches = append(sketches, p.HGetAll(ctx, rediskey.MetricsLatency(m.prefix, minute-i)))
+		}
+		return nil
+	})
+	if err != nil {
+		// LINDEX of an empty buffer is redis.Nil, not a failure.
+		errs := []error{totals.Err(), rate.Err(), depth.Err()}
+		if !errors.Is(oldest.Err(), redis.Nil) {
+			errs = append(errs, oldest.Err())
+		}
+		for _, c := range sketches {
+			errs = append(errs, c.Err())
+		}
+		if err := errors.Join(errs...); err != nil {
+			return Snapshot{}, fmt.Errorf("read pipeline metrics: %w", err)
+		}
+	}
+	s := Snapshot{QueueDepth: depth.Val(), Pending: depth.Val()}
+	t := totals.Val()
+	s.TotalEvents, s.Delivered, s.Failed = atoi(t["total"]), atoi(t["delivered"]), atoi(t["failed"])
+	s.LastProcessedAt, s.LastFailureAt = millis(t["last_processed_at"]), millis(t["last_failure_at"])
+	for sec, n := range rate.Val() {
+		if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
+			s.ProcessingRate += atoi(n)
+		}
+	}
+	if raw := oldest.Val(); raw != "" {
+		if at, ok := bufferedAt(raw); ok {
+			s.QueueLagSeconds = max(now.Sub(at).Seconds(), 0)
+		}
+	}
+	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {
+		return Snapshot{}, err
+	}
+	open, first, err := m.dlq.DeadLetterStats(ctx)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("read pipeline metrics: %w", err)
+	}
+	s.DLQCount = open
+	if open > 0 {
+		s.DLQOldestAgeSeconds = max(now.Sub(first).Seconds(), 0)
+	}
+	return s, nil
+}
+
+// percentiles merges the minute sketches.
+func (m *Metrics) percentiles(minutes []*redis.MapStringStringCmd) (Percentiles, error) {
+	sk := ddsketch.NewDDSketch(m.mapping, store.NewDenseStore(), store.NewDenseStore())
+	for _, c := range minutes {
+		for f, v := range c.Val() {
+			n := float64(atoi(v))
+			if f == "z" {
+				if err := sk.AddWithCount(0, n); err != nil {
+					return Percentiles{}, fmt.Errorf("merge latency sketch: %w", err)
+				}
+				continue
+			}
+			i, err := strconv.Atoi(f)
+			if err != nil {
+				continue // not a bin this package wrote
+			}
+			sk.GetPositiveValueStore().AddWithCount(i, n)
+		}
+	}
+	if sk.IsEmpty() {
+		return Percentiles{}, nil
+	}
+	q, err := sk.GetValuesAtQuantiles([]float64{0.5, 0.95, 0.99})
+	if err != nil {
+		return Percentiles{}, fmt.Errorf("latency percentiles: %w", err)
+	}
+	round := func(v float64) float64 { return math.Round(v*1000) / 1000 }
+	return Percentiles{P50: round(q[0]), P95: round(q[1]), P99: round(q[2]), Samples: int64(sk.GetCount())}, nil
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// millis turns unix milliseconds into a UTC time, nil for none.
+func millis(s string) *time.Time {
+	n := atoi(s)
+	if n <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(n).UTC()
+	return &t
+}
+
+// bufferedAt reads the buffered-at time of a wire entry (version 2
+// carries "buffered_at" in unix milliseconds); version 1 entries have none.
+func bufferedAt(raw string) (time.Time, bool) {
+	var w struct {
+		BufferedAt int64 `json:"buffered_at"`
+	}
+	if json.Unmarshal([]byte(raw), &w) != nil || w.BufferedAt <= 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(w.BufferedAt), true
+}

@@ -1,0 +1,205 @@
+package pipemetrics
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/internal/redistest"
+)
+
+// fakeDLQ answers DeadLetterStats.
+type fakeDLQ struct {
+	open   int64
+	oldest time.Time
+	err    error
+}
+
+func (f *fakeDLQ) DeadLetterStats(context.Context) (int64, time.Time, error) {
+	return f.open, f.oldest, f.err
+}
+
+type testBundle struct {
+	rdb    *redis.Client
+	prefix string
+	buf    *buffer.List
+	dlq    *fakeDLQ
+	m      *Metrics
+	now    time.Time
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	rdb, prefix := redistest.Real(t)
+	b := &testBundle{rdb: rdb, prefix: prefix, buf: buffer.New(rdb, prefix, 0), dlq: &fakeDLQ{}, now: time.Now()}
+	b.m = New(rdb, prefix, b.dlq)
+	b.m.now = func() time.Time { return b.now }
+	return b
+}
+
+// trim pushes n entries and trims them as one batch with failed of them
+// dead-lettered, at at.
+func (b *testBundle) trim(t *testing.T, n, failed int, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	entries := make([][]byte, n)
+	for i := range entries {
+		entries[i] = []byte("x")
+	}
+	require.NoError(t, b.buf.Push(ctx, entries))
+	lease, err := b.buf.Acquire(ctx, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, lease.TrimTally(ctx, n, buffer.Tally{Delivered: n - failed, Failed: failed, At: at}))
+	require.NoError(t, lease.Release(ctx))
+}
+
+func TestSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("EmptyIsZero", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Snapshot{}, s)
+	})
+
+	t.Run("TotalsAndRateFromTrims", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.trim(t, 4, 1, b.now.Add(-90*time.Second)) // outside the rate window
+		b.trim(t, 3, 0, b.now.Add(-10*time.Second))
+		b.trim(t, 2, 2, b.now.Add(-5*time.Second))
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(9), s.TotalEvents)
+		require.Equal(t, int64(6), s.Delivered)
+		require.Equal(t, int64(3), s.Failed)
+		require.Equal(t, int64(5), s.ProcessingRate, "only the trims of the last 60 s")
+		require.Equal(t, b.now.Add(-5*time.Second).UnixMilli(), s.LastProcessedAt.UnixMilli())
+		require.Equal(t, b.now.Add(-5*time.Second).UnixMilli(), s.LastFailureAt.UnixMilli())
+		// An older trim arriving late never moves the timestamps back.
+		b.trim(t, 1, 1, b.now.Add(-time.Hour))
+		s, err = b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, b.now.Add(-5*time.Second).UnixMilli(), s.LastFailureAt.UnixMilli())
+	})
+
+	t.Run("LagAndDLQ", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dlq.open, b.dlq.oldest = 2, b.now.Add(-time.Minute)
+		at := b.now.Add(-42 * time.Second)
+		require.NoError(t, b.buf.Push(ctx, [][]byte{[]byte(`{"v":2,"buffered_at":` + itoa(at.UnixMilli()) + `}`), []byte(`{"v":1}`)}))
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), s.QueueDepth)
+		require.Equal(t, int64(2), s.Pending)
+		require.InDelta(t, 42, s.QueueLagSeconds, 0.01)
+		require.Equal(t, int64(2), s.DLQCount)
+		require.InDelta(t, 60, s.DLQOldestAgeSeconds, 0.01)
+	})
+
+	t.Run("StoreFailureIsAnError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.dlq.err = errors.New("postgres down")
+		_, err := b.m.Snapshot(ctx)
+		require.ErrorContains(t, err, "postgres down")
+		closed := redis.NewClient(&redis.Options{Addr: redistest.SilentServer(t), ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = closed.Close() })
+		m := New(closed, b.prefix, &fakeDLQ{})
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = m.Snapshot(cctx)
+		require.Error(t, err)
+	})
+
+	t.Run("PercentilesWithinTheSketchError", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var all []float64
+		// Two drainers' batches in one minute and one the minute before,
+		// plus one older than the window that must not count.
+		for i := range 3 {
+			lat := make([]time.Duration, 400)
+			for j := range lat {
+				lat[j] = time.Duration(rng.ExpFloat64()*200*float64(time.Millisecond)) + time.Millisecond
+				all = append(all, float64(lat[j])/float64(time.Millisecond))
+			}
+			b.m.now = func() time.Time { return b.now.Add(-time.Duration(i/2) * time.Minute) }
+			require.NoError(t, b.m.RecordLatencies(ctx, lat))
+		}
+		b.m.now = func() time.Time { return b.now.Add(-20 * time.Minute) }
+		require.NoError(t, b.m.RecordLatencies(ctx, []time.Duration{time.Hour}))
+		b.m.now = func() time.Time { return b.now }
+
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		p := s.ProcessingTimeMS
+		require.Equal(t, int64(len(all)), p.Samples)
+		require.LessOrEqual(t, p.P50, p.P95)
+		require.LessOrEqual(t, p.P95, p.P99)
+		slices.Sort(all)
+		for q, got := range map[float64]float64{0.5: p.P50, 0.95: p.P95, 0.99: p.P99} {
+			want := all[int(math.Floor(q*float64(len(all)-1)))]
+			require.InEpsilon(t, want, got, RelativeAccuracy*1.01, "p%v", q*100)
+		}
+		key := redistestKeys(t, b)
+		require.NotEmpty(t, key)
+		for _, k := range key {
+			require.True(t, strings.HasPrefix(k, b.prefix+"metrics:"), k)
+		}
+	})
+}
+
+func redistestKeys(t *testing.T, b *testBundle) []string {
+	t.Helper()
+	return redistest.Keys(t, b.rdb, b.prefix+"*metrics*")
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+type fakeCounts []uum.Count
+
+func (f fakeCounts) UniqueCounts(context.Context, string) ([]uum.Count, error) { return f, nil }
+
+func TestPrometheus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.trim(t, 3, 1, b.now)
+	require.NoError(t, b.m.RecordLatencies(context.Background(), []time.Duration{time.Second}))
+	rec := httptest.NewRecorder()
+	PrometheusHandler(b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 200, rec.Code)
+	body := rec.Body.String()
+	require.Contains(t, body, "uum_pipeline_total_events 3\n")
+	require.Contains(t, body, "# TYPE uum_pipeline_total_events counter")
+	require.Contains(t, body, "uum_pipeline_failed 1\n")
+	require.Contains(t, body, `uum_pipeline_processing_time_ms{quantile="0.99"}`)
+	require.Contains(t, body, `uum_unique_users_total{event_name="login"} 7`)
+	for _, sm := range (Snapshot{LastProcessedAt: &b.now, LastFailureAt: &b.now, ProcessingTimeMS: Percentiles{Samples: 1}}).samples() {
+		require.Contains(t, body, PrometheusName(sm.name), "every snapshot field is exported")
+		require.Contains(t, Names, sm.name)
+		require.NotEmpty(t, help[sm.name], sm.name)
+	}
+
+	b.dlq.err = errors.New("postgres down")
+	rec = httptest.NewRecorder()
+	PrometheusHandler(b.m, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 500, rec.Code)
+}

@@ -1,0 +1,57 @@
+package processor
+
+import (
+	"context"
+	"time"
+
+	"github.com/uumhq/uum/pipemetrics"
+)
+
+// PipelineMetrics records latencies and reads the pipeline snapshot;
+// *pipemetrics.Metrics satisfies it. Observe only keeps the latencies in
+// process; Flush writes them out.
+type PipelineMetrics interface {
+	Observe(lat []time.Duration)
+	Flush(ctx context.Context) error
+	Snapshot(ctx context.Context) (pipemetrics.Snapshot, error)
+}
+
+var _ PipelineMetrics = (*pipemetrics.Metrics)(nil)
+
+// WithPipelineMetrics makes the drain record each batch's buffered-to-
+// committed latencies in m and gauge m's snapshot (uum.pipeline.*) and the
+// unique-user totals of counts (uum.unique_users.total) after each run.
+// counts may be nil.
+func WithPipelineMetrics(m PipelineMetrics, counts pipemetrics.CountReader) Option {
+	return func(d *Drainer) { d.pipeline, d.counts = m, counts }
+}
+
+// metricsFailed logs and counts a metrics failure; it never fails the
+// drain.
+func (d *Drainer) metricsFailed(ctx context.Context, op string, err error) {
+	d.logger.WarnContext(ctx, "pipeline metrics", "op", op, "error", err)
+	_ = d.stats.Incr(pipemetrics.NameMetricsErrors, []string{"op:" + op}, 1)
+}
+
+// gaugePipeline sends the pipeline snapshot and the authoritative totals,
+// so DataDog can be reconciled with Postgres even after lost increments.
+func (d *Drainer) gaugePipeline(ctx context.Context) {
+	if d.pipeline != nil {
+		if err := d.pipeline.Flush(ctx); err != nil {
+			d.metricsFailed(ctx, "record_latency", err)
+		}
+		if s, err := d.pipeline.Snapshot(ctx); err != nil {
+			d.metricsFailed(ctx, "snapshot", err)
+		} else {
+			pipemetrics.Gauge(d.stats, s)
+		}
+	}
+	if d.counts != nil {
+		if counts, err := d.counts.UniqueCounts(ctx, ""); err != nil {
+			d.metricsFailed(ctx, "unique_totals", err)
+		} else {
+			pipemetrics.GaugeTotals(d.stats, counts)
+		}
+	}
+	_ = d.stats.Flush()
+}

@@ -1,0 +1,94 @@
+// Package reconcile recomputes the materialised unique-user totals from
+// the rows they are derived from and repairs any drift. The totals are
+// updated in the same statement as the inserts, so drift means something
+// outside the drain changed a table (a manual delete, a restore); this
+// finds it, logs it per event name with before, after and diff, counts it
+// (uum.reconcile.drift) and fixes it without racing the drain.
+//
+// Only the per-event totals can be recomputed: they derive from
+// unique_user_events, which keeps every pair forever. Counts over time
+// windows cannot be recomputed once the events behind them are gone.
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+
+	"github.com/uumhq/uum"
+)
+
+// MetricDrift counts the event names whose total had drifted, tag
+const (
+	MetricDrift = "uum.reconcile.drift"
+)
+
+// Store recounts and repairs the totals; *store.Store satisfies it.
+type Store interface {
+	// FindDrift recounts without locking and returns the totals that
+	// differ.
+	FindDrift(ctx context.Context) ([]uum.Drift, error)
+	// RepairDrift recounts names under the drain's lock and sets the
+	// totals that still differ (nothing with dryRun); it returns them.
+	RepairDrift(ctx context.Context, names []string, dryRun bool) ([]uum.Drift, error)
+}
+
+// Reconciler runs reconciliations.
+type Reconciler struct {
+	store  Store
+	stats  statsd.ClientInterface
+	logger *slog.Logger
+}
+
+// New returns a reconciler; stats and logger may be nil.
+func New(store Store, stats statsd.ClientInterface, logger *slog.Logger) *Reconciler {
+	if stats == nil {
+		stats = &statsd.NoOpClient{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler{store: store, stats: stats, logger: logger}
+}
+
+// Report is what one reconciliation found and did.
+type Report struct {
+	// Drift is the drift confirmed under the lock: repaired unless DryRun.
+	Drift    []uum.Drift `json:"drift"`
+	DryRun   bool        `json:"dry_run"`
+	Duration string      `json:"duration"`
+}
+
+// Run recomputes every total. A first unlocked pass finds candidates, so
+// the common case (no drift) never blocks the drain; only candidates are
+// recounted and repaired under the lock. With dryRun nothing changes.
+func (r *Reconciler) Run(ctx context.Context, dryRun bool) (Report, error) {
+	start := time.Now()
+	rep := Report{DryRun: dryRun, Drift: []uum.Drift{}}
+	candidates, err := r.store.FindDrift(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if len(candidates) > 0 {
+		names := make([]string, len(candidates))
+		for i, c := range candidates {
+			names[i] = c.EventName
+		}
+		if rep.Drift, err = r.store.RepairDrift(ctx, names, dryRun); err != nil {
+			return rep, err
+		}
+	}
+	for _, d := range rep.Drift {
+		if d.Stored < 0 {
+			r.logger.ErrorContext(ctx, "negative stored total", "event_name", d.EventName, "before", d.Stored)
+		}
+		r.logger.WarnContext(ctx, "total drifted", "event_name", d.EventName,
+			"before", d.Stored, "after", d.Actual, "diff", d.Diff(), "repaired", !dryRun)
+		_ = r.stats.Incr(MetricDrift, []string{"event_name:" + d.EventName}, 1) // best-effort UDP
+	}
+	rep.Duration = time.Since(start).Round(time.Millisecond).String()
+	r.logger.InfoContext(ctx, "reconciliation finished", "drifted", len(rep.Drift), "dry_run", dryRun, "duration", rep.Duration)
+	return rep, nil
+}

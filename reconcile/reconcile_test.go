@@ -1,0 +1,124 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/reconcile"
+	"github.com/uumhq/uum/store"
+)
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	store *store.Store
+	logs  *bytes.Buffer
+	r     *reconcile.Reconciler
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool, _ := dbtest.Schema(t)
+	st := store.New(pool)
+	logs := &bytes.Buffer{}
+	return &testBundle{pool: pool, store: st, logs: logs, r: reconcile.New(st, nil, slog.New(slog.NewTextHandler(logs, nil)))}
+}
+
+func (b *testBundle) insert(t *testing.T, name string, n int) {
+	t.Helper()
+	ps := make([]uum.Pair, n)
+	for i := range ps {
+		ps[i] = uum.Pair{UserID: uum.NewUUID(), Name: name}
+	}
+	_, err := store.InsertPairs(context.Background(), b.pool, ps)
+	require.NoError(t, err)
+}
+
+func (b *testBundle) exec(t *testing.T, sql string) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), sql)
+	require.NoError(t, err)
+}
+
+func (b *testBundle) totals(t *testing.T) map[string]int64 {
+	t.Helper()
+	counts, err := b.store.UniqueCounts(context.Background(), "")
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, c := range counts {
+		out[c.EventName] = c.UniqueUsers
+	}
+	return out
+}
+
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("FindsAndRepairsInjectedDrift", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.insert(t, "a", 5)
+		b.insert(t, "b", 3)
+		b.insert(t, "c", 2)
+		rep, err := b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Empty(t, rep.Drift, "the drain keeps totals exact")
+
+		b.exec(t, `UPDATE unique_event_totals SET unique_users = 10 WHERE event_name = 'a'`)
+		b.exec(t, `DELETE FROM unique_event_totals WHERE event_name = 'b'`)
+		b.exec(t, `INSERT INTO unique_event_totals (event_name, unique_users) VALUES ('ghost', 4)`)
+		want := []uum.Drift{{EventName: "a", Stored: 10, Actual: 5}, {EventName: "b", Stored: 0, Actual: 3}, {EventName: "ghost", Stored: 4, Actual: 0}}
+
+		rep, err = b.r.Run(ctx, true)
+		require.NoError(t, err)
+		require.Equal(t, want, rep.Drift)
+		require.Equal(t, map[string]int64{"a": 10, "c": 2, "ghost": 4}, b.totals(t), "a dry run changes nothing")
+
+		rep, err = b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, want, rep.Drift)
+		require.Equal(t, map[string]int64{"a": 5, "b": 3, "c": 2, "ghost": 0}, b.totals(t))
+		require.Contains(t, b.logs.String(), "event_name=a before=10 after=5 diff=-5 repaired=true")
+
+		rep, err = b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Empty(t, rep.Drift, "no drift after the repair")
+	})
+
+	t.Run("RepairWaitsForADrainInFlight", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.insert(t, "a", 2)
+		b.exec(t, `UPDATE unique_event_totals SET unique_users = 7 WHERE event_name = 'a'`)
+
+		// A drain's commit is in flight: its rows and its total increment
+		// are written but not committed while the repair starts.
+		tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{})
+		require.NoError(t, err)
+		_, err = store.InsertPairs(ctx, tx, []uum.Pair{{UserID: uum.NewUUID(), Name: "a"}})
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.store.RepairDrift(ctx, []string{"a"}, false)
+			done <- err
+		}()
+		// The repair blocks on the lock until the drain commits.
+		require.Eventually(t, func() bool {
+			var waiting bool
+			err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'unique_event_totals'::regclass AND NOT granted)`).Scan(&waiting)
+			return err == nil && waiting
+		}, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, tx.Commit(ctx))
+		require.NoError(t, <-done)
+		require.Equal(t, map[string]int64{"a": 3}, b.totals(t), "the in-flight increment is neither lost nor doubled")
+	})
+}
