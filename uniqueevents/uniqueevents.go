@@ -3,6 +3,11 @@
 // buffers everything in one Redis LPUSH, bounded by a short timeout so a
 // slow Redis never stalls a request. The processor later counts each
 // (user, event) pair exactly once.
+//
+// Open builds a Client and everything under it from a config.Config; New
+// takes the parts (a Buffer, a Cache, a Store) for callers that wire their
+// own. One call is bounded: at most MaxEventNames names, MaxFacilityIDs
+// ids per facility list and MaxEntries buffered entries.
 package uniqueevents
 
 import (
