@@ -1,6 +1,7 @@
 package uum
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,20 +9,22 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/uumhq/uum/internal/abbrev"
 )
 
-// WireVersion is the buffer wire-format version this build writes. Entries
-// without a "v" field are version 1 (the original Ruby producer's format).
-// Version 2 will add id, type, organisation, dimensions and timestamp;
-// decoders must dead-letter versions they do not know rather than guess.
-const WireVersion = 1
+// WireVersion is the buffer wire-format version this build writes.
+// Entries without a "v" field are version 1 (the original Ruby producer's
+// format); version 2 adds the buffered-at time to user events and carries
+// tracked events. Decoders dead-letter versions they do not know rather
+// than guess.
+const WireVersion = 2
 
-// Event is one buffered "user did X". It is what LogEvents pushes and what
-// the drain decodes.
+// Event is one buffered "user did X": what LogEvents pushes and what the
+// drain counts once per (user, name).
 type Event struct {
 	UserID UUID
 	Name   string
@@ -30,24 +33,41 @@ type Event struct {
 // Pair returns the uniqueness key of the event.
 func (e Event) Pair() Pair { return Pair{UserID: e.UserID, Name: e.Name} }
 
-// AppendWire appends the wire encoding of e to b:
-// {"v":1,"user_id":"<uuid>","event_name":"<name>"}.
-func (e Event) AppendWire(b []byte) []byte {
+// AppendWire appends the wire encoding of e, buffered at bufferedAt, to b:
+// {"v":2,"user_id":"<uuid>","event_name":"<name>","buffered_at":<unix ms>}.
+// The field names are version 1's, so a v1 reader that ignores unknown
+// fields still understands everything but the version.
+func (e Event) AppendWire(b []byte, bufferedAt time.Time) []byte {
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, WireVersion, 10)
 	b = append(b, `,"user_id":"`...)
 	b = e.UserID.appendCanonical(b)
 	b = append(b, `","event_name":`...)
 	b = strconv.AppendQuote(b, e.Name) // names are validated ASCII, so Go and JSON quoting agree
+	b = append(b, `,"buffered_at":`...)
+	b = strconv.AppendInt(b, bufferedAt.UnixMilli(), 10)
 	return append(b, '}')
 }
 
-// wireSizeHint is the size of a typical wire entry, for sizing buffers.
-const wireSizeHint = 96
+// wireSizeHint is the size of a typical user-event wire entry, for sizing
+// buffers.
+const wireSizeHint = 128
 
-// MarshalWire returns the wire encoding of e.
-func (e Event) MarshalWire() []byte {
-	return e.AppendWire(make([]byte, 0, wireSizeHint))
+// MarshalWire returns the wire encoding of e buffered at bufferedAt.
+func (e Event) MarshalWire(bufferedAt time.Time) []byte {
+	return e.AppendWire(make([]byte, 0, wireSizeHint), bufferedAt)
+}
+
+// Entry is one decoded buffer entry: a user event written by LogEvents
+// (Tracked is nil) or a tracked event written by Track (Tracked is set and
+// Event is zero).
+type Entry struct {
+	Event
+	Tracked *TrackedEvent
+	// BufferedAt is when the producer buffered the entry, to the
+	// millisecond, in UTC; zero for version 1 entries, which do not carry
+	// it.
+	BufferedAt time.Time
 }
 
 // DecodeError reports a buffered entry that can never be processed: a
@@ -58,29 +78,68 @@ type DecodeError struct {
 
 func (e *DecodeError) Error() string { return "uum: undecodable entry: " + e.Reason }
 
-type wireEvent struct {
-	V         json.RawMessage `json:"v"`
-	UserID    json.RawMessage `json:"user_id"`
-	EventName json.RawMessage `json:"event_name"`
+// wireEntry holds the fields of every version and kind; which must be
+// present depends on "v" and on the kind of entry.
+type wireEntry struct {
+	V          json.RawMessage `json:"v"`
+	UserID     json.RawMessage `json:"user_id"`
+	EventName  json.RawMessage `json:"event_name"`
+	BufferedAt json.RawMessage `json:"buffered_at"`
+	ID         json.RawMessage `json:"id"`
+	Type       json.RawMessage `json:"type"`
+	OccurredAt json.RawMessage `json:"occurred_at"`
+	OrgID      json.RawMessage `json:"org_id"`
+	Dimensions json.RawMessage `json:"dimensions"`
+	Payload    json.RawMessage `json:"payload"`
 }
 
-// DecodeWire parses one buffered entry. It returns a *DecodeError naming the
-// reason for anything that is not a valid event, so the drain can
-// dead-letter it.
-func DecodeWire(raw []byte) (Event, error) {
-	var w wireEvent
+// DecodeWire parses one buffered entry: a version 1 user event (with or
+// without "v":1), a version 2 user event, or a version 2 tracked event
+// (one with "id" and "type"). It returns a *DecodeError naming the reason
+// for anything else, so the drain can dead-letter it.
+func DecodeWire(raw []byte) (Entry, error) {
+	var w wireEntry
 	if err := json.Unmarshal(raw, &w); err != nil {
 		if _, ok := err.(*json.UnmarshalTypeError); ok {
-			return Event{}, &DecodeError{Reason: "not a JSON object"}
+			return Entry{}, &DecodeError{Reason: "not a JSON object"}
 		}
-		return Event{}, &DecodeError{Reason: "invalid JSON: " + err.Error()}
+		return Entry{}, &DecodeError{Reason: "invalid JSON: " + err.Error()}
 	}
+	version := 1
 	if w.V != nil {
-		var v int
-		if err := json.Unmarshal(w.V, &v); err != nil || v != WireVersion {
-			return Event{}, &DecodeError{Reason: "unsupported wire version " + quoteRaw(w.V)}
+		v, err := strconv.Atoi(string(w.V))
+		if err != nil || v < 1 || v > WireVersion {
+			return Entry{}, &DecodeError{Reason: "unsupported wire version " + quoteRaw(w.V)}
 		}
+		version = v
 	}
+	if version == 1 {
+		ev, err := w.userEvent()
+		return Entry{Event: ev}, err
+	}
+	at, err := decodeUnixMilli("buffered_at", w.BufferedAt)
+	if err != nil {
+		return Entry{}, err
+	}
+	if w.ID == nil && w.Type == nil {
+		ev, err := w.userEvent()
+		if err != nil {
+			return Entry{}, err
+		}
+		return Entry{Event: ev, BufferedAt: at}, nil
+	}
+	if w.UserID != nil || w.EventName != nil {
+		return Entry{}, &DecodeError{Reason: "mixes user event fields (user_id, event_name) with tracked event fields (id, type)"}
+	}
+	te, err := w.tracked(at)
+	if err != nil {
+		return Entry{}, err
+	}
+	return Entry{Tracked: te, BufferedAt: at}, nil
+}
+
+// userEvent decodes the user_id and event_name of a user event.
+func (w *wireEntry) userEvent() (Event, error) {
 	user, err := decodeString("user_id", w.UserID)
 	if err != nil {
 		return Event{}, err
@@ -97,6 +156,58 @@ func DecodeWire(raw []byte) (Event, error) {
 		return Event{}, invalid(err)
 	}
 	return Event{UserID: id, Name: name}, nil
+}
+
+// tracked decodes and validates a tracked event buffered at at. A missing
+// occurred_at means it occurred when it was buffered; an event from more
+// than MaxFutureSkew after it was buffered is poison.
+func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
+	var (
+		te  TrackedEvent
+		err error
+	)
+	if te.ID, err = decodeString("id", w.ID); err != nil {
+		return nil, err
+	}
+	if te.Type, err = decodeString("type", w.Type); err != nil {
+		return nil, err
+	}
+	te.OccurredAt = at
+	if !isNull(w.OccurredAt) {
+		s, err := decodeString("occurred_at", w.OccurredAt)
+		if err != nil {
+			return nil, err
+		}
+		if te.OccurredAt, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return nil, &DecodeError{Reason: "occurred_at is not an RFC 3339 time"}
+		}
+	}
+	if !isNull(w.OrgID) {
+		if te.OrgID, err = decodeString("org_id", w.OrgID); err != nil {
+			return nil, err
+		}
+		if te.OrgID == "" {
+			return nil, &DecodeError{Reason: "org_id is empty"}
+		}
+	}
+	if !isNull(w.Dimensions) {
+		if err := json.Unmarshal(w.Dimensions, &te.Dimensions); err != nil {
+			return nil, &DecodeError{Reason: "dimensions is not an object of strings"}
+		}
+	}
+	if !isNull(w.Payload) {
+		// Compact, as Track writes it: hand-written entries may carry
+		// blanks, which would count against the size limit.
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, w.Payload); err != nil {
+			return nil, &DecodeError{Reason: "payload is not valid JSON"}
+		}
+		te.Payload = buf.Bytes()
+	}
+	if err := te.Validate(at); err != nil {
+		return nil, invalid(err)
+	}
+	return &te, nil
 }
 
 // invalid turns a validation error into a dead-letter reason in the
@@ -122,8 +233,23 @@ func quoteRaw(raw []byte) string {
 	return short + cut
 }
 
+// decodeUnixMilli decodes a required non-negative integer of milliseconds
+// since the Unix epoch.
+func decodeUnixMilli(field string, raw json.RawMessage) (time.Time, error) {
+	if isNull(raw) {
+		return time.Time{}, &DecodeError{Reason: "missing " + field}
+	}
+	ms, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || ms < 0 {
+		return time.Time{}, &DecodeError{Reason: field + " is not a non-negative integer of Unix milliseconds"}
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
+
 func decodeString(field string, raw json.RawMessage) (string, error) {
-	if raw == nil || string(raw) == "null" {
+	if isNull(raw) {
 		return "", &DecodeError{Reason: "missing " + field}
 	}
 	var s string
@@ -183,13 +309,23 @@ func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: 
 // to 500 bytes whatever its source: a reason that the database rejects
 // would fail the batch and stall the buffer behind it.
 func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
+	sum := EntrySum(raw, pos)
+	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:]), Raw: raw, Reason: safeText(reason, maxReasonLen)}
+}
+
+// EntrySum identifies the entry raw found at pos by a digest of both. A
+// re-read of the same entry (a batch re-run after a crash between commit
+// and trim, by this drainer or another) has the same sum; identical bytes
+// pushed twice are two entries with two sums.
+func EntrySum(raw []byte, pos Position) [12]byte {
 	h := sha256.New()
 	h.Write([]byte(pos.Epoch))
 	h.Write(strconv.AppendInt([]byte{0}, pos.Offset, 10))
 	h.Write([]byte{0})
 	h.Write(raw)
-	sum := h.Sum(nil)
-	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:12]), Raw: raw, Reason: safeText(reason, maxReasonLen)}
+	var sum [12]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
 }
 
 // maxReasonLen bounds a dead-letter reason.

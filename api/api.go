@@ -29,6 +29,11 @@ type EventLogger interface {
 	// then buffers nothing; any other error means the buffer is unreachable.
 	// An empty list means logging is disabled.
 	LogEvents(ctx context.Context, user uniqueevents.User, names []string, opts ...uniqueevents.Option) ([]string, error)
+	// Track buffers tracked events, all or none, and returns their ids
+	// (empty when logging is disabled). It returns a *uum.ValidationError
+	// naming "events[i].field" for bad input; any other error means the
+	// buffer is unreachable.
+	Track(ctx context.Context, events ...uniqueevents.Event) ([]string, error)
 	// EventLogged reports whether userID ever logged name. It returns a
 	// *uum.ValidationError naming "user_id" or "event_name" for bad input.
 	EventLogged(ctx context.Context, userID, name string) (bool, error)
@@ -98,6 +103,7 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 
 func (s *server) routes() {
 	s.mux.Handle("POST /v1/events", s.require(scopeIngest, s.postEvents))
+	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
 	s.dlqRoutes()

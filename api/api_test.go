@@ -66,6 +66,10 @@ func (f *fakeEvents) LogEvents(_ context.Context, user uniqueevents.User, names 
 	return names, nil
 }
 
+func (f *fakeEvents) Track(context.Context, ...uniqueevents.Event) ([]string, error) {
+	panic("fakeEvents.Track: track tests use the real client")
+}
+
 func (f *fakeEvents) EventLogged(context.Context, string, string) (bool, error) {
 	return true, nil
 }
@@ -282,8 +286,33 @@ func eventsBody(extra string) string {
 	return `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed"]` + extra + `}`
 }
 
-func wire(name string) []byte {
-	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}.MarshalWire()
+func event(name string) uum.Event {
+	return uum.Event{UserID: uuidtest.MustParse(userID), Name: name}
+}
+
+// decoded decodes what was pushed, checking each entry is version 2,
+// with its buffered-at time.
+func (p *fakePusher) decoded(t *testing.T) []uum.Entry {
+	t.Helper()
+	var out []uum.Entry
+	for _, raw := range p.pushed() {
+		e, err := uum.DecodeWire(raw)
+		require.NoError(t, err)
+		require.False(t, e.BufferedAt.IsZero(), "%s", raw)
+		out = append(out, e)
+	}
+	return out
+}
+
+// pushedEvents decodes what was pushed as user events.
+func (p *fakePusher) pushedEvents(t *testing.T) []uum.Event {
+	t.Helper()
+	var out []uum.Event
+	for _, e := range p.decoded(t) {
+		require.Nil(t, e.Tracked)
+		out = append(out, e.Event)
+	}
+	return out
 }
 
 func TestPostEvents(t *testing.T) {
@@ -295,7 +324,7 @@ func TestPostEvents(t *testing.T) {
 		body := `{"user_id":"` + userID + `","event_names":["mhv_rx_accessed","mhv_login"],"user_facility_ids":["757","999"]}`
 		rec := call(b.real, http.MethodPost, "/v1/events", ingestToken, body)
 		requireBuffered(t, rec, http.StatusAccepted, "mhv_rx_accessed", "mhv_rx_accessed_oh_site_757", "mhv_login")
-		require.Equal(t, [][]byte{wire("mhv_rx_accessed"), wire("mhv_rx_accessed_oh_site_757"), wire("mhv_login")}, b.pusher.pushed())
+		require.Equal(t, []uum.Event{event("mhv_rx_accessed"), event("mhv_rx_accessed_oh_site_757"), event("mhv_login")}, b.pusher.pushedEvents(t))
 	})
 
 	t.Run("AcceptsIntegerFacilityIDs", func(t *testing.T) {

@@ -443,8 +443,8 @@ func BenchmarkPush(b *testing.B) {
 	ctx := context.Background()
 	user := uum.NewUUID()
 	entries := [][]byte{
-		uum.Event{UserID: user, Name: "login"}.MarshalWire(),
-		uum.Event{UserID: user, Name: "login_oh_site_757"}.MarshalWire(),
+		uum.Event{UserID: user, Name: "login"}.MarshalWire(time.Now()),
+		uum.Event{UserID: user, Name: "login_oh_site_757"}.MarshalWire(time.Now()),
 	}
 
 	for b.Loop() {

@@ -163,7 +163,7 @@ func (q *Queue) check(r uum.DeadLetterRecord) string {
 		}
 		return err.Error()
 	}
-	if q.names != nil {
+	if q.names != nil && ev.Tracked == nil { // the name policy is for user events
 		if err := q.names.Loggable(ev.Name); err != nil {
 			if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
 				return ve.Reason

@@ -82,7 +82,7 @@ func (b *testBundle) total(t *testing.T, name string) int64 {
 }
 
 func wire(user uum.UUID, name string) string {
-	return string(uum.Event{UserID: user, Name: name}.MarshalWire())
+	return string(uum.Event{UserID: user, Name: name}.MarshalWire(time.Now()))
 }
 
 func (b *testBundle) all(t *testing.T, f uum.DeadLetterFilter) []uum.DeadLetterRecord {

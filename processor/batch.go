@@ -2,6 +2,7 @@ package processor
 
 import (
 	"errors"
+	"time"
 
 	"github.com/uumhq/uum"
 )
@@ -10,13 +11,18 @@ import (
 // the drain steps. Each step fills the next field; later stages (counter
 // rules, event-id registry, minute buckets) add fields and steps here.
 type batch struct {
-	at     uum.Position     // of raw[0]
-	raw    []string         // entries as peeked, oldest first; trimmed by count
-	events []uum.Event      // decoded valid entries
-	dead   []uum.DeadLetter // poison entries
-	pairs  []uum.Pair       // distinct pairs, first occurrence first
-	unseen []uum.Pair       // pairs the seen-cache did not know
-	result uum.BatchResult  // what the commit changed
+	at     uum.Position // of raw[0]
+	raw    []string     // entries as peeked, oldest first; trimmed by count
+	events []uum.Event  // decoded valid user events
+	// tracked are the decoded tracked events, with where they were found.
+	tracked []trackedEntry
+	// bufferedAt is when each raw entry was buffered, by index; zero for
+	// poison and for version 1 entries, which do not say.
+	bufferedAt []time.Time
+	dead       []uum.DeadLetter // poison entries
+	pairs      []uum.Pair       // distinct pairs, first occurrence first
+	unseen     []uum.Pair       // pairs the seen-cache did not know
+	result     uum.BatchResult  // what the commit changed
 }
 
 // decode splits the raw entries into events and dead letters. A poison
@@ -25,6 +31,7 @@ type batch struct {
 // policy is fixed.
 func (b *batch) decode(names NameChecker) {
 	b.events = make([]uum.Event, 0, len(b.raw))
+	b.bufferedAt = make([]time.Time, len(b.raw))
 	for i, r := range b.raw {
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
@@ -32,12 +39,23 @@ func (b *batch) decode(names NameChecker) {
 			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
 			continue
 		}
+		b.bufferedAt[i] = ev.BufferedAt
+		if ev.Tracked != nil {
+			b.tracked = append(b.tracked, trackedEntry{TrackedEvent: ev.Tracked, index: i})
+			continue
+		}
 		if reason := policyReason(names, ev.Name); reason != "" {
 			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), reason, b.at.Add(i)))
 			continue
 		}
-		b.events = append(b.events, ev)
+		b.events = append(b.events, ev.Event)
 	}
+}
+
+// trackedEntry is a tracked event and the index of its raw entry.
+type trackedEntry struct {
+	*uum.TrackedEvent
+	index int
 }
 
 // dedupe keeps the first occurrence of each pair.

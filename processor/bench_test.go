@@ -63,7 +63,7 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 		for chunk := range slices.Chunk(ps, 5000) {
 			entries = entries[:0]
 			for _, p := range chunk {
-				entries = append(entries, uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire())
+				entries = append(entries, uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire(time.Now()))
 			}
 			if err := buf.Push(ctx, entries); err != nil {
 				b.Fatal(err)

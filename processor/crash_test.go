@@ -65,7 +65,7 @@ func TestRedisCrashRestartsLoseNothing(t *testing.T) {
 	for chunk := range slices.Chunk(all, 100) {
 		entries := make([][]byte, len(chunk))
 		for i, p := range chunk {
-			entries[i] = uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire()
+			entries[i] = uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire(time.Now())
 		}
 		require.NoError(t, producer.Push(ctx, entries), "every push is acknowledged before the crashes begin")
 	}

@@ -89,7 +89,7 @@ func (b *testBundle) pushEvents(t *testing.T, pairs ...uum.Pair) {
 	t.Helper()
 	entries := make([]string, len(pairs))
 	for i, p := range pairs {
-		entries[i] = string(uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire())
+		entries[i] = string(uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire(time.Now()))
 	}
 	b.push(t, entries...)
 }
@@ -394,7 +394,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		t.Parallel()
 		b := setup(t, newRedis)
 		u := users(2)
-		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire()) }
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire(time.Now())) }
 		poison := map[string]string{
 			`garbage`:                             "invalid JSON",
 			`[1,2]`:                               "not a JSON object",
@@ -404,7 +404,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 			fmt.Sprintf(`{"user_id":%q}`, u[0]):   "missing event_name",
 			fmt.Sprintf(`{"user_id":%q,"event_name":"Bad Name"}`, u[0]):                          "must match",
 			fmt.Sprintf(`{"user_id":%q,"event_name":"%s"}`, u[0], bytes.Repeat([]byte("x"), 51)): "at most 50",
-			fmt.Sprintf(`{"v":2,"user_id":%q,"event_name":"a"}`, u[0]):                           "unsupported wire version",
+			fmt.Sprintf(`{"v":3,"user_id":%q,"event_name":"a"}`, u[0]):                           "unsupported wire version",
 		}
 		entries := []string{good(u[0])}
 		for raw := range poison {
@@ -437,7 +437,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		t.Parallel()
 		b := setup(t, newRedis)
 		b.cfg.BatchSize = 2
-		good := string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire())
+		good := string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire(time.Now()))
 		// Three identical poison entries, two in one batch and one in the
 		// next: three entries, three dead letters.
 		b.push(t, "garbage", "garbage", good, "garbage")
@@ -465,7 +465,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		t.Parallel()
 		b := setup(t, newRedis)
 		u := users(4)
-		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire()) }
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire(time.Now())) }
 		// Each of these once became a dead letter whose reason held the raw
 		// bytes; Postgres refused the text and the batch never committed.
 		poison := []string{

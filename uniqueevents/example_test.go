@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -58,7 +59,18 @@ func ExampleClient_LogEvents() {
 		e, _ := uum.DecodeWire([]byte(raw))
 		fmt.Println(e.Name)
 	}
-	fmt.Println(entries[0])
+	// Each entry says when it was buffered (Unix ms), for latency metrics.
+	fmt.Println(regexp.MustCompile(`"buffered_at":\d+`).ReplaceAllString(entries[0], `"buffered_at":...`))
+
+	// Tracked events carry their own globally unique ids; the drain counts
+	// each id once, however often it is delivered.
+	ids, err := client.Track(ctx, uniqueevents.Event{
+		ID:         "0b7e0c2e-9a1d-4f6e-8c55-2f1f1d3c9a10",
+		Type:       "account.connected",
+		OrgID:      "org-1",
+		Dimensions: map[string]string{"masterAccountId": "m-42"},
+	})
+	fmt.Println(ids, err)
 	// Output:
 	// [login login_oh_site_668 search] <nil>
 	// [search search_oh_668] <nil>
@@ -68,7 +80,8 @@ func ExampleClient_LogEvents() {
 	// search
 	// search
 	// search_oh_668
-	// {"v":1,"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_name":"login"}
+	// {"v":2,"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_name":"login","buffered_at":...}
+	// [0b7e0c2e-9a1d-4f6e-8c55-2f1f1d3c9a10] <nil>
 }
 
 // ExampleOpen is the README's "Library usage": the producer side of an

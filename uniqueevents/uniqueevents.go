@@ -91,7 +91,7 @@ type Store interface {
 }
 
 var (
-	errNoBuffer = errors.New("uum: LogEvents needs a buffer")
+	errNoBuffer = errors.New("uum: logging needs a buffer")
 	errNoStore  = errors.New("uum: EventLogged needs a store")
 )
 
@@ -240,6 +240,7 @@ func (c *Client) LogEvent(ctx context.Context, user User, name string, opts ...O
 // nothing. When logging is disabled it returns an empty list.
 func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
 	start := time.Now()
+	now := start // the buffered-at time of every entry
 	if c == nil {
 		return nil, ErrNoDefault
 	}
@@ -254,29 +255,34 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 	if c.disabled {
 		return []string{}, nil
 	}
-	if c.buf == nil {
-		return nil, errNoBuffer
-	}
 	// One backing array for all entries: this runs on every request, and
 	// allocation rate is what sets the GC's share of the latency tail.
 	entries := make([][]byte, len(expanded))
 	buf := make([]byte, 0, len(expanded)*entrySizeHint)
 	for i, n := range expanded {
 		start := len(buf)
-		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf)
+		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf, now)
 		entries[i] = buf[start:len(buf):len(buf)]
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.pushTimeout)
-	defer cancel()
-	// Timed from here on, failures included: a slow or dead Redis is what
-	// the timing must show. Calls rejected before the push (bad input,
-	// logging disabled) never reach Redis and are not timed.
-	err = c.buf.Push(ctx, entries)
-	c.timeLog(start, err)
-	if err != nil {
+	if err := c.push(ctx, start, entries); err != nil {
 		return nil, fmt.Errorf("log events: %w", err)
 	}
 	return expanded, nil
+}
+
+// push sends entries in one push bounded by the push timeout, and times
+// the call begun at start. Calls rejected before the push (bad input,
+// logging disabled) never reach Redis and are not timed; failures are:
+// a slow or dead Redis is what the timing must show.
+func (c *Client) push(ctx context.Context, start time.Time, entries [][]byte) error {
+	if c.buf == nil {
+		return errNoBuffer
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.pushTimeout)
+	defer cancel()
+	err := c.buf.Push(ctx, entries)
+	c.timeLog(start, err)
+	return err
 }
 
 // Tags of MetricLogDuration; shared, as the statsd client only reads them.

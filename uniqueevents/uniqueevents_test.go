@@ -377,6 +377,28 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		require.Empty(t, b.buffered(t))
 	})
 
+	// The body that pinned a core: every facility id tracked, distinct ids
+	// in both lists and thousands of names. Expansion rescanned both lists
+	// for each id of each name, O(names x ids^2): before the limits this
+	// call took ~24 ms of CPU per name (measured: 100 names 2.4 s on a
+	// shared 2-core machine), about 3 minutes, and made 6.3M entries. The
+	// limits reject it before any of that work.
+	t.Run("WorstCaseBodyIsRejectedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		all := facilityIDs(900) // 100-999
+		b := setup(t, options{config: func(c *config.Events) {
+			c.TrackedFacilityIDs = all
+			c.FacilityTrackedEvents = nil
+		}})
+		u := uniqueevents.User{ID: userID, FacilityIDs: all}
+
+		_, err := b.client.LogEvents(ctx, u, eventNames(7000), uniqueevents.WithEventFacilities(all...))
+		requireValidationError(t, err, "event_names")
+		_, err = b.client.LogEvents(ctx, u, eventNames(100), uniqueevents.WithEventFacilities(all...))
+		requireValidationError(t, err, "user_facility_ids")
+		require.Empty(t, b.cmds.Names())
+	})
+
 	t.Run("SendsTimingToStatsd", func(t *testing.T) {
 		t.Parallel()
 		stats := statsdtest.New(t)
@@ -866,6 +888,8 @@ func TestDefault(t *testing.T) {
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 		_, err = uniqueevents.EventLogged(ctx, userID, "login")
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
+		_, err = uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 	})
 
 	t.Run("AfterSetDefaultUsesClient", func(t *testing.T) {
@@ -882,9 +906,12 @@ func TestDefault(t *testing.T) {
 		got, err = uniqueevents.LogEvent(ctx, user, "search")
 		require.NoError(t, err)
 		require.Equal(t, []string{"search"}, got)
+		ids, err := uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		require.NoError(t, err)
+		require.Equal(t, []string{"e1"}, ids)
 		n, err := list.Len(ctx)
 		require.NoError(t, err)
-		require.Equal(t, int64(3), n)
+		require.Equal(t, int64(4), n)
 
 		ok, err := uniqueevents.EventLogged(ctx, userID, "login")
 		require.NoError(t, err)
@@ -956,6 +983,29 @@ func benchmarkLogEvents(b *testing.B, pusher string) {
 // fast as responses allow: 50 callers each start a call every 2.5ms on a
 // fixed schedule, 20,000 calls/s in total (see internal/loadgen for what
 // each latency figure counts).
+// BenchmarkLogEventsAtLimits is the largest call the limits allow: 100
+// names with 9 explicit facility variants each, 1,000 entries, encoded
+// and handed to a pusher that discards them. Expansion is linear, so this
+// is about 1,000 times the cost of one entry.
+func BenchmarkLogEventsAtLimits(b *testing.B) {
+	ids := facilityIDs(uniqueevents.MaxFacilityIDs)
+	cfg := testConfig()
+	cfg.TrackedFacilityIDs = ids
+	client, err := uniqueevents.New(cfg, discard{}, nil, nil, nil, nil)
+	require.NoError(b, err)
+	user := uniqueevents.User{ID: userID, FacilityIDs: ids}
+	names, opt := eventNames(uniqueevents.MaxEventNames), uniqueevents.WithEventFacilities(ids[:9]...)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := client.LogEvents(ctx, user, names, opt)
+		if err != nil || len(got) != uniqueevents.MaxEntries {
+			b.Fatalf("got %d entries, %v", len(got), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*uniqueevents.MaxEntries), "ns/entry")
+}
+
 func BenchmarkLogEventsOpenLoop(b *testing.B) {
 	for _, p := range benchPushers {
 		b.Run(p, func(b *testing.B) { benchmarkLogEventsOpenLoop(b, p) })

@@ -44,7 +44,7 @@ func TestDeadLetterWorkflow(t *testing.T) {
 		require.NoError(t, err)
 	}
 	u := uum.NewUUID()
-	require.NoError(t, buf.Push(ctx, [][]byte{uum.Event{UserID: u, Name: "later"}.MarshalWire(), []byte("garbage")}))
+	require.NoError(t, buf.Push(ctx, [][]byte{uum.Event{UserID: u, Name: "later"}.MarshalWire(time.Now()), []byte("garbage")}))
 	drain("known")
 
 	s := b.start(t)

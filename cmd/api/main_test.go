@@ -120,11 +120,16 @@ func TestRun(t *testing.T) {
 		require.NoError(t, err)
 		id, err := uum.ParseUUID("user_id", userID)
 		require.NoError(t, err)
-		var want []string
+		var want, got []uum.Event
 		for _, n := range []string{"mhv_rx_accessed", "mhv_rx_accessed_oh_site_757", "mhv_inbox_accessed"} {
-			want = append(want, string(uum.Event{UserID: id, Name: n}.MarshalWire()))
+			want = append(want, uum.Event{UserID: id, Name: n})
 		}
-		require.ElementsMatch(t, want, entries)
+		for _, raw := range entries {
+			e, err := uum.DecodeWire([]byte(raw))
+			require.NoError(t, err)
+			got = append(got, e.Event)
+		}
+		require.ElementsMatch(t, want, got)
 	})
 
 	t.Run("RejectsUnauthenticatedPost", func(t *testing.T) {

@@ -1,0 +1,142 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+func TestTrack(t *testing.T) {
+	t.Parallel()
+	redistest.RunBackends(t, testTrack)
+}
+
+func testTrack(t *testing.T, be redistest.Backend) {
+	ctx := context.Background()
+
+	type testBundle struct {
+		client *uniqueevents.Client
+		list   *buffer.List
+		cmds   *redistest.CommandLog
+	}
+	setup := func(t *testing.T, change func(*config.Events)) *testBundle {
+		t.Helper()
+		rdb, prefix := be.New(t)
+		cmds := redistest.RecordCommands(rdb)
+		list := buffer.New(rdb, prefix, 0)
+		cfg := testConfig()
+		if change != nil {
+			change(&cfg)
+		}
+		client, err := uniqueevents.New(cfg, list, nil, nil, nil, nil)
+		require.NoError(t, err)
+		return &testBundle{client: client, list: list, cmds: cmds}
+	}
+	// tracked returns the buffered entries, oldest first, decoded.
+	tracked := func(t *testing.T, b *testBundle) []uum.Entry {
+		t.Helper()
+		raw, err := b.list.Peek(ctx, 0, 2000)
+		require.NoError(t, err)
+		out := []uum.Entry{}
+		for _, r := range raw {
+			e, err := uum.DecodeWire([]byte(r))
+			require.NoError(t, err)
+			require.NotNil(t, e.Tracked)
+			out = append(out, e)
+		}
+		return out
+	}
+
+	t.Run("PushesOneEntryPerEventInOneLPush", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		at := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
+		events := []uniqueevents.Event{
+			{ID: "e1", Type: "account.connected", OccurredAt: at, OrgID: "o1",
+				Dimensions: map[string]string{"masterAccountId": "m1"}, Payload: json.RawMessage(`{"ip": "10.0.0.1"}`)},
+			{ID: "e2", Type: "account.disconnected"},
+		}
+		before := time.Now().Truncate(time.Millisecond)
+		ids, err := b.client.Track(ctx, events...)
+		require.NoError(t, err)
+		require.Equal(t, []string{"e1", "e2"}, ids)
+		after := time.Now()
+		require.Equal(t, []string{"lpush"}, b.cmds.Names())
+
+		got := tracked(t, b)
+		require.Len(t, got, 2)
+		first, second := got[0], got[1]
+		require.Equal(t, "e1", first.Tracked.ID)
+		require.True(t, at.Equal(first.Tracked.OccurredAt))
+		require.Equal(t, "o1", first.Tracked.OrgID)
+		require.Equal(t, map[string]string{"masterAccountId": "m1"}, first.Tracked.Dimensions)
+		require.JSONEq(t, `{"ip":"10.0.0.1"}`, string(first.Tracked.Payload))
+		require.Equal(t, "e2", second.Tracked.ID)
+		for _, e := range got {
+			require.False(t, e.BufferedAt.Before(before), "buffered at the call")
+			require.False(t, e.BufferedAt.After(after))
+		}
+		require.Equal(t, second.BufferedAt, second.Tracked.OccurredAt, "a zero OccurredAt is the buffered-at time")
+	})
+
+	t.Run("OneBadEventPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		ids, err := b.client.Track(ctx,
+			uniqueevents.Event{ID: "e1", Type: "a"},
+			uniqueevents.Event{ID: "e2", Type: "a"},
+			uniqueevents.Event{ID: "e3", Type: "a", Dimensions: map[string]string{"k": strings.Repeat("v", 257)}},
+		)
+		require.Nil(t, ids)
+		verr := requireValidationError(t, err, "events[2].dimensions.k")
+		require.Contains(t, verr.Reason, "at most 256 characters")
+		require.Empty(t, b.cmds.Names())
+		require.Empty(t, tracked(t, b))
+	})
+
+	t.Run("RejectsFutureEvents", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		_, err := b.client.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a", OccurredAt: time.Now().Add(6 * time.Minute)})
+		requireValidationError(t, err, "events[0].occurred_at")
+		require.Empty(t, tracked(t, b))
+	})
+
+	t.Run("RejectsEmptyAndOversizedCalls", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		_, err := b.client.Track(ctx)
+		requireValidationError(t, err, "events")
+		many := make([]uniqueevents.Event, uum.MaxTrackEvents+1)
+		for i := range many {
+			many[i] = uniqueevents.Event{ID: "e" + strings.Repeat("x", i%100), Type: "a"}
+		}
+		_, err = b.client.Track(ctx, many...)
+		verr := requireValidationError(t, err, "events")
+		require.Contains(t, verr.Reason, "at most 1000 events")
+		require.Empty(t, b.cmds.Names())
+	})
+
+	t.Run("DisabledValidatesAndPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, func(c *config.Events) { c.Disabled = true })
+		_, err := b.client.Track(ctx, uniqueevents.Event{ID: "", Type: "a"})
+		requireValidationError(t, err, "events[0].id")
+		ids, err := b.client.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		require.NoError(t, err)
+		require.Empty(t, ids)
+		require.NotNil(t, ids)
+		require.Empty(t, b.cmds.Names())
+	})
+
+}
