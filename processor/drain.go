@@ -364,6 +364,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	// Sent now, not on the client's interval: a crash loses at most the
 	// increments of the batch in flight.
 	_ = d.stats.Flush()
+	d.observeLatencies(b)
 
 	// The trim and the best-effort mark each have their own bound, so a
 	// slow mark can never make a committed batch fail to trim and run

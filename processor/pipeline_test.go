@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/pipemetrics"
@@ -40,6 +41,7 @@ func TestPipelineMetricsMatchTheDrain(t *testing.T) {
 	require.Equal(t, int64(7), s.ProcessingRate)
 	require.NotNil(t, s.LastProcessedAt)
 	require.NotNil(t, s.LastFailureAt)
+	require.Equal(t, int64(5), s.ProcessingTimeMS.Samples, "the v2 entries carry their buffered-at time")
 
 	// A second run over an empty buffer changes no total.
 	_, err = d.Drain(ctx)
@@ -80,4 +82,38 @@ func TestPipelineMetricsFailureNeverFailsTheDrain(t *testing.T) {
 	require.Equal(t, map[string]int64{"a": 3}, b.totals(t))
 	require.Contains(t, b.logs.String(), "pipeline metrics")
 	require.Equal(t, 1.0, statsdtest.Sum(b.stats.Metrics(t), pipemetrics.NameMetricsErrors, "op:snapshot"))
+}
+
+// TestPipelineLatencyPercentiles buffers entries 10, 100 and 1000 s ago:
+// each percentile is within the sketch's 1 % of a true latency, which lies
+// between its age at the start of the drain and at the end.
+func TestPipelineLatencyPercentiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, redistest.Real)
+	start := time.Now()
+	ages := map[time.Duration]int{10 * time.Second: 50, 100 * time.Second: 45, 1000 * time.Second: 5}
+	for age, n := range ages {
+		for _, u := range users(n) {
+			b.push(t, string(uum.Event{UserID: u, Name: "a"}.MarshalWire(start.Add(-age))))
+		}
+	}
+	m := pipemetrics.New(b.rdb, b.prefix, b.store)
+	d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, nil, nil, processor.WithPipelineMetrics(m, nil))
+	_, err := d.Drain(ctx)
+	require.NoError(t, err)
+	elapsed := time.Since(start)
+	s, err := m.Snapshot(ctx)
+	require.NoError(t, err)
+	p := s.ProcessingTimeMS
+	require.Equal(t, int64(100), p.Samples)
+	within := func(got float64, age time.Duration) {
+		t.Helper()
+		lo := float64(age.Milliseconds()) * (1 - pipemetrics.RelativeAccuracy)
+		hi := float64((age+elapsed).Milliseconds()+1) * (1 + pipemetrics.RelativeAccuracy)
+		require.True(t, got >= lo && got <= hi, "%v not in [%v, %v]", got, lo, hi)
+	}
+	within(p.P50, 10*time.Second)   // 50 of 100 are 10 s old
+	within(p.P95, 100*time.Second)  // the next 45 are 100 s old
+	within(p.P99, 1000*time.Second) // the last 5 are 1000 s old
 }
