@@ -979,10 +979,6 @@ func benchmarkLogEvents(b *testing.B, pusher string) {
 	b.ReportMetric(float64(loadgen.Percentile(durations, 0.99))/1e3, "p99_us")
 }
 
-// BenchmarkLogEventsOpenLoop offers a fixed load instead of calling as
-// fast as responses allow: 50 callers each start a call every 2.5ms on a
-// fixed schedule, 20,000 calls/s in total (see internal/loadgen for what
-// each latency figure counts).
 // BenchmarkLogEventsAtLimits is the largest call the limits allow: 100
 // names with 9 explicit facility variants each, 1,000 entries, encoded
 // and handed to a pusher that discards them. Expansion is linear, so this
@@ -1006,6 +1002,10 @@ func BenchmarkLogEventsAtLimits(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*uniqueevents.MaxEntries), "ns/entry")
 }
 
+// BenchmarkLogEventsOpenLoop offers a fixed load instead of calling as
+// fast as responses allow: 50 callers each start a call every 2.5ms on a
+// fixed schedule, 20,000 calls/s in total (see internal/loadgen for what
+// each latency figure counts).
 func BenchmarkLogEventsOpenLoop(b *testing.B) {
 	for _, p := range benchPushers {
 		b.Run(p, func(b *testing.B) { benchmarkLogEventsOpenLoop(b, p) })
