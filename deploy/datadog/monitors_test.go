@@ -1,0 +1,78 @@
+// Package datadog holds the DataDog monitor definitions of uum, as the
+// DataDog monitors API takes them; its test keeps them parseable and in
+// step with the metrics the code emits.
+package datadog_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/reconcile"
+)
+
+// emitted is every metric name the code sends.
+var emitted = slices.Concat(pipemetrics.Names, []string{
+	processor.MetricEvent, processor.MetricIterations, processor.MetricEventsProcessed,
+	processor.MetricDBQueries, processor.MetricDBInserts, processor.MetricQueueDepth,
+	processor.MetricJobDuration, processor.MetricQueueOverflow, processor.MetricFailure,
+	processor.MetricEventsAtRisk, processor.MetricDeadLettered,
+	reconcile.MetricDrift, dlq.MetricReplayed, dlq.MetricPurged,
+})
+
+type monitor struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Query   string   `json:"query"`
+	Message string   `json:"message"`
+	Tags    []string `json:"tags"`
+	Options struct {
+		Thresholds struct {
+			Critical *float64 `json:"critical"`
+		} `json:"thresholds"`
+	} `json:"options"`
+}
+
+var (
+	metricRef = regexp.MustCompile(`:(uum\.[a-z0-9_.]+)\{`)
+	threshold = regexp.MustCompile(`> (\d+(\.\d+)?)$`)
+)
+
+func TestMonitors(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.json")
+	require.NoError(t, err)
+	require.Len(t, files, 5, "queue depth, lag, failure, DLQ growth, drift")
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			t.Parallel()
+			raw, err := os.ReadFile(f)
+			require.NoError(t, err)
+			var m monitor
+			require.NoError(t, json.Unmarshal(raw, &m))
+			require.NotEmpty(t, m.Name)
+			require.Equal(t, "metric alert", m.Type)
+			require.NotEmpty(t, m.Message)
+			refs := metricRef.FindAllStringSubmatch(m.Query, -1)
+			require.NotEmpty(t, refs, "query names no uum metric: %s", m.Query)
+			for _, r := range refs {
+				require.Contains(t, emitted, r[1], "%s references a metric the code does not emit", f)
+			}
+			got := threshold.FindStringSubmatch(m.Query)
+			require.NotNil(t, got, "query must end with > threshold: %s", m.Query)
+			want, err := strconv.ParseFloat(got[1], 64)
+			require.NoError(t, err)
+			require.NotNil(t, m.Options.Thresholds.Critical)
+			require.Equal(t, want, *m.Options.Thresholds.Critical, "options.thresholds.critical matches the query")
+		})
+	}
+}
