@@ -341,25 +341,25 @@ type userIDs struct {
 	ids  []byte
 }
 
-// Script results: what a write did to the hash.
-const (
-	wroteNothing = iota
-	wrote
-	wroteOversized // added a field to a hash in hashtable encoding
-)
+// Groups is how many hash tags a scope's buckets are spread over. A
+// bucket's generations share a tag, so a script can move a user between
+// them atomically, and so do the buckets of a group, so one script call
+// writes all of a batch's users in that group: a batch of 1,000 users
+// costs ~Groups script calls rather than 1,000, and the cache still
+// spreads over that many Redis Cluster slots.
+const Groups = 64
 
-// addScript adds ids to one user's list in the current generation,
-// moving the user's list out of the previous generation if it is there.
-// An id already listed is skipped; ids past MaxEventsPerUser are dropped.
-// Its work is bounded by the user's own list, never by the dictionary.
-// Lua 5.1's string.find is byte-wise, so a match must also start on an
-// id boundary.
-// KEYS[1] bucket of the current generation, KEYS[2] the same bucket of
-// the previous one (same hash tag: same cluster slot); ARGV[1] field,
-// ARGV[2] packed ids, ARGV[3] expiry of KEYS[1] (unix ms), ARGV[4] most
-// ids kept. Returns 0 if nothing changed, 1 if written, 2 if a field was
-// added to a hash that is not listpack-encoded (OBJECT ENCODING fails
-// harmlessly where unsupported).
+// addScript adds ids to users' lists in the current generation, moving
+// each user's list out of the previous generation if it is there. An id
+// already listed is skipped; ids past the limit are dropped. Its work is
+// bounded by the users' own lists, never by the dictionary. Lua 5.1's
+// string.find is byte-wise, so a match must also start on an id boundary.
+// KEYS: per user, its bucket in the current generation, then the same
+// bucket in the previous one (all in one hash tag: one cluster slot).
+// ARGV[1] expiry of the current generation's buckets (unix ms), ARGV[2]
+// most ids kept per user, then per user its field and its packed ids.
+// Returns how many users were added to a hash that is not
+// listpack-encoded (OBJECT ENCODING fails harmlessly where unsupported).
 var addScript = redis.NewScript(`
 local function has(v, id)
 	local i = 1
@@ -370,26 +370,34 @@ local function has(v, id)
 		i = p + 1
 	end
 end
-local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
-local v, limit = cur, tonumber(ARGV[4]) * 3
-local function add(ids)
+local function add(v, ids, limit)
 	for i = 1, #ids, 3 do
-		if #v >= limit then return end
+		if #v >= limit then break end
 		local id = string.sub(ids, i, i + 2)
 		if not has(v, id) then v = v .. id end
 	end
+	return v
 end
-local old = redis.call('HGET', KEYS[2], ARGV[1])
-if old then
-	redis.call('HDEL', KEYS[2], ARGV[1])
-	add(old)
+local at, limit, oversized = ARGV[1], tonumber(ARGV[2]) * 3, 0
+for u = 1, #KEYS / 2 do
+	local key, prev, f = KEYS[2 * u - 1], KEYS[2 * u], ARGV[2 * u + 1]
+	local cur = redis.call('HGET', key, f) or ''
+	local v = cur
+	local old = redis.call('HGET', prev, f)
+	if old then
+		redis.call('HDEL', prev, f)
+		v = add(v, old, limit)
+	end
+	v = add(v, ARGV[2 * u + 2], limit)
+	if v ~= cur then
+		local added = redis.call('HSET', key, f, v)
+		redis.call('PEXPIREAT', key, at)
+		if added == 1 and redis.pcall('OBJECT', 'ENCODING', key) == 'hashtable' then
+			oversized = oversized + 1
+		end
+	end
 end
-add(ARGV[2])
-if v == cur then return 0 end
-local added = redis.call('HSET', KEYS[1], ARGV[1], v)
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-if added == 1 and redis.pcall('OBJECT', 'ENCODING', KEYS[1]) == 'hashtable' then return 2 end
-return 1`)
+return oversized`)
 
 // Preload loads the cache's script into Redis, so the first Mark does not
 // pay an extra round-trip to find it missing. Optional: the cache loads it
@@ -401,24 +409,39 @@ func (c *Cache) Preload(ctx context.Context) error {
 	return nil
 }
 
-// write runs addScript for each user in generation g, in one pipelined
-// round-trip (one bucket's two generations per call, so it works
-// unchanged on Redis Cluster), and returns how many writes landed in
+// write runs addScript for the users in generation g, one call per group
+// of buckets (one hash tag each, so it works unchanged on Redis Cluster),
+// all in one pipelined round-trip, and returns how many users landed in
 // oversized hashes. After a script cache flush (a Redis restart) the
 // script is loaded and the round-trip repeated: adding is idempotent.
 func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs) (int, error) {
 	if len(add) == 0 {
 		return 0, nil
 	}
+	type call struct {
+		keys []string
+		args []any
+	}
 	at := c.expireAt(g).UnixMilli()
-	var cmds []*redis.Cmd
+	calls := make(map[uint32]*call)
+	order := make([]uint32, 0, min(len(add), Groups))
+	for _, a := range add {
+		b := c.bucket(a.user)
+		grp := b % Groups
+		cl := calls[grp]
+		if cl == nil {
+			cl = &call{args: []any{at, MaxEventsPerUser}}
+			calls[grp] = cl
+			order = append(order, grp)
+		}
+		cl.keys = append(cl.keys, rediskey.Seen(c.prefix, scope, g, b, Groups), rediskey.Seen(c.prefix, scope, g-1, b, Groups))
+		cl.args = append(cl.args, a.user[:], a.ids)
+	}
+	cmds := make([]*redis.Cmd, len(order))
 	run := func() error {
 		pipe := c.rdb.Pipeline()
-		cmds = cmds[:0]
-		for _, a := range add {
-			b := c.bucket(a.user)
-			keys := []string{rediskey.Seen(c.prefix, scope, g, b), rediskey.Seen(c.prefix, scope, g-1, b)}
-			cmds = append(cmds, addScript.EvalSha(ctx, pipe, keys, a.user[:], a.ids, at, MaxEventsPerUser))
+		for i, grp := range order {
+			cmds[i] = addScript.EvalSha(ctx, pipe, calls[grp].keys, calls[grp].args...)
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -434,9 +457,8 @@ func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs)
 	}
 	oversized := 0
 	for _, cmd := range cmds {
-		if n, _ := cmd.Int(); n == wroteOversized {
-			oversized++
-		}
+		n, _ := cmd.Int()
+		oversized += n
 	}
 	return oversized, nil
 }
@@ -450,8 +472,8 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 	for _, u := range users {
 		b := c.bucket(u)
 		cmds = append(cmds,
-			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, b), string(u[:])),
-			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g-1, b), string(u[:])))
+			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, b, Groups), string(u[:])),
+			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g-1, b, Groups), string(u[:])))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("read seen cache: %w", err)

@@ -2,8 +2,6 @@ package seencache_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -194,7 +192,7 @@ func seenKey(prefix string, g int64, u uum.UUID, buckets uint32) string {
 func scopedSeenKey(prefix, scope string, g int64, u uum.UUID, buckets uint32) string {
 	h := fnv.New32a()
 	_, _ = h.Write(u[:])
-	return rediskey.Seen(prefix, scope, g, h.Sum32()%buckets)
+	return rediskey.Seen(prefix, scope, g, h.Sum32()%buckets, seencache.Groups)
 }
 
 // hashTag returns what Redis Cluster hashes of key: the part between the
@@ -209,6 +207,17 @@ func hashTag(key string) string {
 		return key
 	}
 	return tag
+}
+
+// hashTagGroup returns the group in a seen-cache key's hash tag
+// {scope:group}.
+func hashTagGroup(t testing.TB, key string) uint32 {
+	t.Helper()
+	_, grp, ok := strings.Cut(hashTag(key), ":")
+	require.True(t, ok, key)
+	n, err := strconv.ParseUint(grp, 10, 32)
+	require.NoError(t, err, key)
+	return uint32(n)
 }
 
 // idsIn decodes a list of 3-byte big-endian ids, in stored order.
@@ -588,16 +597,19 @@ func testCache(t *testing.T, be redistest.Backend) {
 		b := setup(t)
 		// 500 pairs, as in a drain batch: 100 users x 5 names.
 		var pairs []uum.Pair
+		groups := make(map[uint32]bool) // the hash tags the users fall in
 		for range 100 {
 			u := uum.NewUUID()
 			for _, n := range []string{"a", "b", "c", "d", "e"} {
 				pairs = append(pairs, uum.Pair{UserID: u, Name: n})
 			}
+			groups[hashTagGroup(t, b.key(b.gen(), u))] = true
 		}
+		require.Less(t, len(groups), 100, "some users share a group")
 
 		require.NoError(t, b.cache.Mark(ctx, pairs))
-		require.Equal(t, []map[string]int{{"evalsha": 100}}, b.trips.TakeCounts(),
-			"Mark adds each user's ids with a script, all in one round-trip")
+		require.Equal(t, []map[string]int{{"evalsha": len(groups)}}, b.trips.TakeCounts(),
+			"Mark adds ids with one script call per group of buckets, all in one round-trip")
 
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
@@ -609,7 +621,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		seen, err = b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.NotContains(t, seen, false)
-		require.Equal(t, []map[string]int{{"hget": 200}, {"evalsha": 100}}, b.trips.TakeCounts(),
+		require.Equal(t, []map[string]int{{"hget": 200}, {"evalsha": len(groups)}}, b.trips.TakeCounts(),
 			"previous-generation hits are moved in one more round-trip")
 
 		seen, err = b.cache.Seen(ctx, pairs)
@@ -794,10 +806,13 @@ func testCache(t *testing.T, be redistest.Backend) {
 			for _, args := range trip {
 				keys := []any{args[1]}
 				if fmt.Sprint(args[0]) == "evalsha" { // evalsha sha numkeys key...
-					require.EqualValues(t, 2, args[2])
-					keys = args[3:5]
-					require.Equal(t, hashTag(fmt.Sprint(keys[0])), hashTag(fmt.Sprint(keys[1])),
-						"a script's keys share a cluster slot: %v", args)
+					n, err := strconv.Atoi(fmt.Sprint(args[2]))
+					require.NoError(t, err)
+					keys = args[3 : 3+n]
+					for _, k := range keys {
+						require.Equal(t, hashTag(fmt.Sprint(keys[0])), hashTag(fmt.Sprint(k)),
+							"a script's keys share a cluster slot: %v", args)
+					}
 				}
 				for _, k := range keys {
 					require.True(t, strings.HasPrefix(fmt.Sprint(k), b.prefix), "%v", args)
@@ -1149,220 +1164,4 @@ func TestCacheWithStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen, "and so does a new one")
 	})
-}
-
-// BenchmarkMemoryPerPair measures what the cache costs Redis per pair:
-// used_memory before and after marking 1,000,000 pairs within one
-// generation, by events per user (a typical MHV logs ~6 tools) and by
-// bucket count: the default, and users/64 so every hash is well filled
-// yet listpack-encoded. Every user's bitmap is one or two bytes here (the
-// fake dictionary's ids are 1-10). Keys carry a prefix as long as the
-// default "uum:". The body runs once whatever b.N: run it with
-// -benchtime 1x. The server is shared, so other tests' traffic is noise.
-func BenchmarkMemoryPerPair(b *testing.B) {
-	if testing.Short() {
-		b.Skip("writes 1,000,000 pairs to the test Redis")
-	}
-	const pairs, batch = 1_000_000, 500
-	for _, perUser := range []int{1, 5, 10} {
-		users := pairs / perUser
-		for _, buckets := range []uint32{seencache.DefaultBuckets, uint32(users / 64)} {
-			b.Run(fmt.Sprintf("EventsPerUser=%d/Buckets=%d", perUser, buckets), func(b *testing.B) {
-				benchMemory(b, perUser, buckets, pairs, batch)
-			})
-		}
-	}
-}
-
-func benchMemory(b *testing.B, perUser int, buckets uint32, pairs, batch int) {
-	ctx := context.Background()
-	rdb := redis.NewClient(redistest.Options(b))
-	b.Cleanup(func() { _ = rdb.Close() })
-	require.NoError(b, rdb.Ping(ctx).Err())
-	var tag [2]byte
-	_, _ = rand.Read(tag[:])
-	prefix := "b" + hex.EncodeToString(tag[:]) + ":"
-	// Cleanups run last-in first-out: delete before closing.
-	b.Cleanup(func() { redistest.DeleteKeys(context.Background(), b, rdb, prefix+"*") })
-
-	// One instant, so every pair lands in one generation; the TTL is far
-	// past the run, yet short enough that keys left by a killed run do
-	// not linger on the shared server.
-	now := time.Now()
-	cache := seencache.New(rdb, prefix, 15*time.Minute, newFakeDict(),
-		seencache.WithBuckets(buckets), seencache.WithClock(func() time.Time { return now }))
-	users := make([]uum.UUID, pairs/perUser)
-	for i := range users {
-		users[i] = uum.NewUUID()
-	}
-	names := make([]string, perUser)
-	for i := range names {
-		names[i] = "tool-" + strconv.Itoa(i)
-	}
-
-	settle(b, rdb)
-	before := usedMemory(b, rdb)
-	start := time.Now()
-	buf := make([]uum.Pair, 0, batch)
-	for _, u := range users {
-		for _, n := range names {
-			buf = append(buf, uum.Pair{UserID: u, Name: n})
-			if len(buf) == batch {
-				require.NoError(b, cache.Mark(ctx, buf))
-				buf = buf[:0]
-			}
-		}
-	}
-	require.NoError(b, cache.Mark(ctx, buf))
-	elapsed := time.Since(start)
-	settle(b, rdb)
-	after := usedMemory(b, rdb)
-
-	sample := seenKey(prefix, now.UnixNano()/int64(15*time.Minute/2), users[0], buckets)
-	enc, err := rdb.ObjectEncoding(ctx, sample).Result()
-	require.NoError(b, err)
-	b.Logf("%d hashes of ~%d users, encoded %s", min(uint32(len(users)), buckets), len(users)/int(min(uint32(len(users)), buckets)), enc)
-
-	b.ReportMetric(float64(after-before)/float64(pairs), "B/pair")
-	b.ReportMetric(float64(after-before)/float64(len(users)), "B/user")
-	b.ReportMetric(float64(pairs)/elapsed.Seconds(), "marked-pairs/s")
-}
-
-// usedMemory returns the used_memory line of INFO memory.
-func usedMemory(b *testing.B, rdb *redis.Client) int64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "memory").Result()
-	require.NoError(b, err)
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			require.NoError(b, err)
-			return n
-		}
-	}
-	b.Fatalf("no used_memory in INFO memory:\n%s", info)
-	return 0
-}
-
-// settle waits until the hash tables of the client's database are at
-// rest: not rehashing, and not due to shrink. While Redis rehashes it holds
-// both tables, and it shrinks a table some cron ticks after most of its
-// keys are deleted (by the previous variant, say); measuring through either
-// would credit a variant with memory that is not its own. If that cannot
-// be confirmed (another server version reports overheads differently) it
-// logs and measures anyway.
-func settle(b *testing.B, rdb *redis.Client) {
-	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		rest, err := tablesAtRest(rdb)
-		require.NoError(b, err)
-		if rest {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Logf("hash tables of db %d still rehashing or due to shrink; measuring anyway", rdb.Options().DB)
-			return
-		}
-		<-tick.C
-	}
-}
-
-// tablesAtRest reports whether the main and expires hash tables of the
-// client's database are each one table, a power of two in size, at least
-// 10% full (Redis shrinks emptier ones). Slot counts come from MEMORY STATS,
-// which reports per entry a dictEntry and a robj (40 bytes) for the main
-// table, a dictEntry (24) for expires, plus 8 bytes per slot (Redis 7,
-// 64-bit); MULTI makes them agree with the key counts.
-func tablesAtRest(rdb *redis.Client) (bool, error) {
-	ctx := context.Background()
-	db := rdb.Options().DB
-	var (
-		stats *redis.Cmd
-		keys  *redis.IntCmd
-		info  *redis.StringCmd
-	)
-	if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		stats = pipe.Do(ctx, "memory", "stats")
-		keys = pipe.DBSize(ctx)
-		info = pipe.Info(ctx, "keyspace")
-		return nil
-	}); err != nil {
-		return false, fmt.Errorf("memory stats: %w", err)
-	}
-	dbStats := toMap(toMap(stats.Val())["db."+strconv.Itoa(db)])
-	if dbStats == nil {
-		return true, nil // no keys: no tables
-	}
-	var expires int64
-	prefix := "db" + strconv.Itoa(db) + ":"
-	for line := range strings.Lines(info.Val()) {
-		if rest, ok := strings.CutPrefix(line, prefix); ok {
-			for kv := range strings.SplitSeq(strings.TrimSpace(rest), ",") {
-				if v, ok := strings.CutPrefix(kv, "expires="); ok {
-					expires, _ = strconv.ParseInt(v, 10, 64)
-				}
-			}
-		}
-	}
-	mainSlots := (toInt(dbStats["overhead.hashtable.main"]) - 40*keys.Val()) / 8
-	expiresSlots := (toInt(dbStats["overhead.hashtable.expires"]) - 24*expires) / 8
-	return tableAtRest(mainSlots, keys.Val()) && tableAtRest(expiresSlots, expires), nil
-}
-
-func tableAtRest(slots, used int64) bool {
-	if slots == 0 {
-		return used == 0
-	}
-	single := slots > 0 && slots&(slots-1) == 0
-	shrinkable := slots > 4 && used*100/slots < 10
-	return single && !shrinkable
-}
-
-// toMap reads a RESP3 map or a RESP2 flat array of pairs.
-func toMap(v any) map[string]any {
-	out := make(map[string]any)
-	switch v := v.(type) {
-	case map[any]any:
-		for k, x := range v {
-			out[fmt.Sprint(k)] = x
-		}
-	case []any:
-		for i := 0; i+1 < len(v); i += 2 {
-			out[fmt.Sprint(v[i])] = v[i+1]
-		}
-	default:
-		return nil
-	}
-	return out
-}
-
-func toInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
-}
-
-// BenchmarkSeen times one drain batch's lookup on the real server: 500
-// pairs of 100 users, half of them cached.
-func BenchmarkSeen(b *testing.B) {
-	ctx := context.Background()
-	rdb, prefix := redistest.Real(b)
-	cache := seencache.New(rdb, prefix, time.Hour, newFakeDict())
-	var pairs []uum.Pair
-	for range 100 {
-		u := uum.NewUUID()
-		for _, n := range []string{"a", "b", "c", "d", "e"} {
-			pairs = append(pairs, uum.Pair{UserID: u, Name: n})
-		}
-	}
-	require.NoError(b, cache.Mark(ctx, pairs[:len(pairs)/2]))
-
-	for b.Loop() {
-		if _, err := cache.Seen(ctx, pairs); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
 }

@@ -30,9 +30,10 @@ func Cursor(prefix string, shard int) string {
 // generation, for the database and cache epoch named by scope. Users are
 // spread over buckets so each hash stays small enough for Redis's compact
 // listpack encoding, where a user costs ~20 bytes against ~150 for a key
-// of its own. The {hash tag} holds the scope and bucket but not the
-// generation, so a bucket's generations share a cluster slot and a script
-// can move a user from one to the next atomically.
-func Seen(prefix, scope string, generation int64, bucket uint32) string {
-	return prefix + "s:{" + scope + ":" + strconv.FormatUint(uint64(bucket), 10) + "}:" + strconv.FormatInt(generation, 10)
+// of its own. The {hash tag} holds the scope and the bucket's group
+// (bucket mod groups) but not the generation, so a script can move a user
+// between generations, and write many users of a group, atomically.
+func Seen(prefix, scope string, generation int64, bucket, groups uint32) string {
+	return prefix + "s:{" + scope + ":" + strconv.FormatUint(uint64(bucket%groups), 10) + "}:" +
+		strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
 }

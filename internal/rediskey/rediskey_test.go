@@ -20,12 +20,13 @@ func TestKeys(t *testing.T) {
 
 	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, "p:s:{0a1b2c3d.0:345}:12", rediskey.Seen("p:", "0a1b2c3d.0", 12, 345))
+		require.Equal(t, "p:s:{0a1b2c3d.0:25}:12:345", rediskey.Seen("p:", "0a1b2c3d.0", 12, 345, 64))
 	})
 
-	t.Run("SeenGenerationsOfABucketShareHashTag", func(t *testing.T) {
+	t.Run("SeenGenerationsAndGroupShareHashTag", func(t *testing.T) {
 		t.Parallel()
-		require.Equal(t, "p:s:{x:7}:12", rediskey.Seen("p:", "x", 12, 7))
-		require.Equal(t, "p:s:{x:7}:11", rediskey.Seen("p:", "x", 11, 7))
+		require.Equal(t, "p:s:{x:7}:12:7", rediskey.Seen("p:", "x", 12, 7, 64))
+		require.Equal(t, "p:s:{x:7}:11:7", rediskey.Seen("p:", "x", 11, 7, 64))
+		require.Equal(t, "p:s:{x:7}:11:71", rediskey.Seen("p:", "x", 11, 71, 64))
 	})
 }

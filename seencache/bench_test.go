@@ -1,0 +1,333 @@
+package seencache_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/seencache"
+)
+
+// memUsers is how many users BenchmarkMemory caches per variant: about
+// what the original system saw log in within a month.
+const memUsers = 1_000_000
+
+// BenchmarkMemory measures what the cache costs Redis per user and per
+// pair (used_memory before and after, on a redis-server of its own with
+// Redis's built-in defaults), for 1,000,000 users with the default
+// buckets, by the name ids their events have (1, 500, 5,000, 100,000: the
+// old bitmaps grew with the id), by events per user, and by generations:
+// Generations=1 marks every user in one generation; Generations=2 then
+// moves to the next generation and reads half of the users, so both
+// generations hold keys and half the users were moved. It fails if a user
+// costs more than 26 B + 3 B per event. The body runs once whatever b.N:
+// run it with -benchtime 1x.
+func BenchmarkMemory(b *testing.B) {
+	if testing.Short() {
+		b.Skip("caches 1,000,000 users per variant")
+	}
+	for _, id := range []int32{1, 500, 5000, 100_000} {
+		for _, events := range []int{1, 5} {
+			for _, gens := range []int{1, 2} {
+				b.Run(fmt.Sprintf("ID=%d/Events=%d/Generations=%d", id, events, gens), func(b *testing.B) {
+					benchMemory(b, id, events, gens)
+				})
+			}
+		}
+	}
+}
+
+func benchMemory(b *testing.B, firstID int32, events, gens int) {
+	ctx := context.Background()
+	rdb := privateRedis(b)
+	dict := newFakeDict()
+	names := make([]string, events)
+	for i := range names {
+		names[i] = "tool-" + strconv.Itoa(i)
+		dict.register(names[i], firstID+int32(i))
+	}
+	clk := newClock(half)
+	// The default prefix's length, so key names cost what they will.
+	cache := seencache.New(rdb, "uum:", ttl, dict, seencache.WithClock(clk.Now))
+	users := make([]uum.UUID, memUsers)
+	for i := range users {
+		users[i] = uum.NewUUID()
+	}
+	batches := func(users []uum.UUID, do func([]uum.Pair) error) {
+		const batch = 1000
+		buf := make([]uum.Pair, 0, batch+events)
+		for i, u := range users {
+			for _, n := range names {
+				buf = append(buf, uum.Pair{UserID: u, Name: n})
+			}
+			if len(buf) >= batch || i == len(users)-1 {
+				require.NoError(b, do(buf))
+				buf = buf[:0]
+			}
+		}
+	}
+
+	settle(b, rdb)
+	before := usedMemory(b, rdb)
+	start := time.Now()
+	batches(users, func(ps []uum.Pair) error { return cache.Mark(ctx, ps) })
+	elapsed := time.Since(start)
+	if gens == 2 {
+		clk.Advance(half)
+		half := make([]uum.UUID, 0, len(users)/2)
+		for i := 0; i < len(users); i += 2 {
+			half = append(half, users[i])
+		}
+		batches(half, func(ps []uum.Pair) error {
+			seen, err := cache.Seen(ctx, ps)
+			if err == nil && slices.Contains(seen, false) {
+				err = fmt.Errorf("a marked pair was missed")
+			}
+			return err
+		})
+	}
+	settle(b, rdb)
+	after := usedMemory(b, rdb)
+
+	keys, compact := encodings(b, rdb)
+	perUser := float64(after-before) / float64(len(users))
+	bound := 26 + 3*float64(events)
+	b.Logf("%d hashes, %d of them listpack-encoded", keys, compact)
+	b.ReportMetric(perUser, "B/user")
+	b.ReportMetric(perUser/float64(events), "B/pair")
+	b.ReportMetric(bound, "bound-B/user")
+	b.ReportMetric(float64(len(users)*events)/elapsed.Seconds(), "marked-pairs/s")
+	if perUser > bound {
+		b.Errorf("a user costs %.1f B, over the bound of 26 B + 3 B per event = %.0f B", perUser, bound)
+	}
+}
+
+// privateRedis starts a redis-server of the benchmark's own on a free
+// port, with Redis's built-in defaults (no config file, so
+// hash-max-listpack-entries is 128 as on a stock server) and no
+// persistence, and stops it when b ends. Its memory figures are the
+// cache's alone, not those of whatever else uses the shared test server.
+func privateRedis(b *testing.B) *redis.Client {
+	b.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Skip("redis-server not on PATH")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	addr := ln.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+	require.NoError(b, ln.Close())
+	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", b.TempDir())
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill() // our own child, started above
+		_ = cmd.Wait()
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = rdb.Close() })
+	require.Eventually(b, func() bool { return rdb.Ping(context.Background()).Err() == nil },
+		10*time.Second, 10*time.Millisecond, "redis-server on %s never answered", addr)
+	return rdb
+}
+
+// encodings counts the keys of the server and those encoded as listpack.
+func encodings(b *testing.B, rdb *redis.Client) (keys, compact int) {
+	b.Helper()
+	ctx := context.Background()
+	all := redistest.Keys(b, rdb, "*")
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(all))
+	for i, k := range all {
+		cmds[i] = pipe.ObjectEncoding(ctx, k)
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(b, err)
+	for _, c := range cmds {
+		if c.Val() == "listpack" {
+			compact++
+		}
+	}
+	return len(all), compact
+}
+
+// usedMemory returns the used_memory line of INFO memory.
+func usedMemory(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	require.NoError(b, err)
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			require.NoError(b, err)
+			return n
+		}
+	}
+	b.Fatalf("no used_memory in INFO memory:\n%s", info)
+	return 0
+}
+
+// settle waits until the hash tables of the client's database are at
+// rest: not rehashing, and not due to shrink. While Redis rehashes it holds
+// both tables, and it shrinks a table some cron ticks after most of its
+// keys are deleted (by the previous variant, say); measuring through either
+// would credit a variant with memory that is not its own. If that cannot
+// be confirmed (another server version reports overheads differently) it
+// logs and measures anyway.
+func settle(b *testing.B, rdb *redis.Client) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rest, err := tablesAtRest(rdb)
+		require.NoError(b, err)
+		if rest {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Logf("hash tables of db %d still rehashing or due to shrink; measuring anyway", rdb.Options().DB)
+			return
+		}
+		<-tick.C
+	}
+}
+
+// tablesAtRest reports whether the main and expires hash tables of the
+// client's database are each one table, a power of two in size, at least
+// 10% full (Redis shrinks emptier ones). Slot counts come from MEMORY STATS,
+// which reports per entry a dictEntry and a robj (40 bytes) for the main
+// table, a dictEntry (24) for expires, plus 8 bytes per slot (Redis 7,
+// 64-bit); MULTI makes them agree with the key counts.
+func tablesAtRest(rdb *redis.Client) (bool, error) {
+	ctx := context.Background()
+	db := rdb.Options().DB
+	var (
+		stats *redis.Cmd
+		keys  *redis.IntCmd
+		info  *redis.StringCmd
+	)
+	if _, err := rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		stats = pipe.Do(ctx, "memory", "stats")
+		keys = pipe.DBSize(ctx)
+		info = pipe.Info(ctx, "keyspace")
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("memory stats: %w", err)
+	}
+	dbStats := toMap(toMap(stats.Val())["db."+strconv.Itoa(db)])
+	if dbStats == nil {
+		return true, nil // no keys: no tables
+	}
+	var expires int64
+	prefix := "db" + strconv.Itoa(db) + ":"
+	for line := range strings.Lines(info.Val()) {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			for kv := range strings.SplitSeq(strings.TrimSpace(rest), ",") {
+				if v, ok := strings.CutPrefix(kv, "expires="); ok {
+					expires, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+	}
+	mainSlots := (toInt(dbStats["overhead.hashtable.main"]) - 40*keys.Val()) / 8
+	expiresSlots := (toInt(dbStats["overhead.hashtable.expires"]) - 24*expires) / 8
+	return tableAtRest(mainSlots, keys.Val()) && tableAtRest(expiresSlots, expires), nil
+}
+
+func tableAtRest(slots, used int64) bool {
+	if slots == 0 {
+		return used == 0
+	}
+	single := slots > 0 && slots&(slots-1) == 0
+	shrinkable := slots > 4 && used*100/slots < 10
+	return single && !shrinkable
+}
+
+// toMap reads a RESP3 map or a RESP2 flat array of pairs.
+func toMap(v any) map[string]any {
+	out := make(map[string]any)
+	switch v := v.(type) {
+	case map[any]any:
+		for k, x := range v {
+			out[fmt.Sprint(k)] = x
+		}
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			out[fmt.Sprint(v[i])] = v[i+1]
+		}
+	default:
+		return nil
+	}
+	return out
+}
+
+func toInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}
+
+// BenchmarkSeen times one drain batch's lookup on the real server: 500
+// pairs of 100 users, half of them cached.
+func BenchmarkSeen(b *testing.B) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Real(b)
+	cache := seencache.New(rdb, prefix, time.Hour, newFakeDict())
+	var pairs []uum.Pair
+	for range 100 {
+		u := uum.NewUUID()
+		for _, n := range []string{"a", "b", "c", "d", "e"} {
+			pairs = append(pairs, uum.Pair{UserID: u, Name: n})
+		}
+	}
+	require.NoError(b, cache.Mark(ctx, pairs[:len(pairs)/2]))
+
+	for b.Loop() {
+		if _, err := cache.Seen(ctx, pairs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
+}
+
+// BenchmarkBatch times the cache's part of one drain batch of a shuffled
+// buffer on the shared real server: 1,000 pairs of 1,000 distinct users,
+// 90 % of them cached, checked (Seen) and the rest marked (Mark).
+func BenchmarkBatch(b *testing.B) {
+	ctx := context.Background()
+	rdb, prefix := redistest.Real(b)
+	cache := seencache.New(rdb, prefix, time.Hour, newFakeDict())
+	names := []string{"a", "b", "c", "d", "e"}
+	pairs := make([]uum.Pair, 1000)
+	for i := range pairs {
+		pairs[i] = uum.Pair{UserID: uum.NewUUID(), Name: names[i%len(names)]}
+	}
+	require.NoError(b, cache.Mark(ctx, pairs[:900]))
+	b.Run("Seen", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := cache.Seen(ctx, pairs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
+	})
+	b.Run("Mark", func(b *testing.B) {
+		for b.Loop() {
+			if err := cache.Mark(ctx, pairs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
+	})
+}
