@@ -264,7 +264,9 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	var moves []userIDs
 	for i, u := range users.users {
 		if prev[i] != "" {
-			moves = append(moves, userIDs{user: u})
+			if cur[i] == "" { // both only if a move was cut short: answer, leave it to expire
+				moves = append(moves, userIDs{user: u})
+			}
 			cur[i] += prev[i] // duplicates do not matter for membership
 		}
 	}
@@ -350,7 +352,11 @@ type userIDs struct {
 const Groups = 64
 
 // addScript adds ids to users' lists in the current generation, moving
-// each user's list out of the previous generation if it is there. An id
+// each user's list out of the previous generation if it is there. Every
+// write goes through it, so a user listed in the current generation is
+// never also in the previous one, and the previous one is only looked at
+// for users not in the current one. Calls of redis.call are what a script
+// costs (each ~ a command of its own), so it makes as few as it can. An id
 // already listed is skipped; ids past the limit are dropped. Its work is
 // bounded by the users' own lists, never by the dictionary. Lua 5.1's
 // string.find is byte-wise, so a match must also start on an id boundary.
@@ -378,20 +384,25 @@ local function add(v, ids, limit)
 	end
 	return v
 end
-local at, limit, oversized = ARGV[1], tonumber(ARGV[2]) * 3, 0
+local at, limit, oversized, expiring = ARGV[1], tonumber(ARGV[2]) * 3, 0, {}
 for u = 1, #KEYS / 2 do
 	local key, prev, f = KEYS[2 * u - 1], KEYS[2 * u], ARGV[2 * u + 1]
-	local cur = redis.call('HGET', key, f) or ''
-	local v = cur
-	local old = redis.call('HGET', prev, f)
-	if old then
-		redis.call('HDEL', prev, f)
-		v = add(v, old, limit)
+	local cur = redis.call('HGET', key, f)
+	local v = cur or ''
+	if not cur then
+		local old = redis.call('HGET', prev, f)
+		if old then
+			redis.call('HDEL', prev, f)
+			v = add(v, old, limit)
+		end
 	end
 	v = add(v, ARGV[2 * u + 2], limit)
-	if v ~= cur then
+	if v ~= (cur or '') then
 		local added = redis.call('HSET', key, f, v)
-		redis.call('PEXPIREAT', key, at)
+		if not expiring[key] then
+			redis.call('PEXPIREAT', key, at)
+			expiring[key] = true
+		end
 		if added == 1 and redis.pcall('OBJECT', 'ENCODING', key) == 'hashtable' then
 			oversized = oversized + 1
 		end
