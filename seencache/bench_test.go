@@ -3,8 +3,6 @@ package seencache_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +22,7 @@ import (
 const memUsers = 1_000_000
 
 // BenchmarkMemory measures what the cache costs Redis per user and per
-// pair (used_memory before and after, on a redis-server of its own with
-// Redis's built-in defaults), for 1,000,000 users with the default
+// pair (used_memory before and after, on a redis-server of its own), for 1,000,000 users with the default
 // buckets, by the name ids their events have (1, 500, 5,000, 100,000: the
 // old bitmaps grew with the id), by events per user (5 only at the
 // largest id, to bound the run), and by generations: Generations=1 marks
@@ -55,7 +52,11 @@ func BenchmarkMemory(b *testing.B) {
 
 func benchMemory(b *testing.B, firstID int32, events int, gens string) {
 	ctx := context.Background()
-	rdb := privateRedis(b)
+	// A server of its own, with Redis's built-in defaults (no config
+	// file: hash-max-listpack-entries 128, as on a stock server): its
+	// memory figures are the cache's alone.
+	rdb := redis.NewClient(redistest.Server(b))
+	b.Cleanup(func() { _ = rdb.Close() })
 	dict := newFakeDict()
 	names := make([]string, events)
 	for i := range names {
@@ -120,35 +121,6 @@ func benchMemory(b *testing.B, firstID int32, events int, gens string) {
 	if perUser > bound {
 		b.Errorf("a user costs %.1f B, over the bound of 26 B + 3 B per event = %.0f B", perUser, bound)
 	}
-}
-
-// privateRedis starts a redis-server of the benchmark's own on a free
-// port, with Redis's built-in defaults (no config file, so
-// hash-max-listpack-entries is 128 as on a stock server) and no
-// persistence, and stops it when b ends. Its memory figures are the
-// cache's alone, not those of whatever else uses the shared test server.
-func privateRedis(b *testing.B) *redis.Client {
-	b.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		b.Skip("redis-server not on PATH")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	addr := ln.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	require.NoError(b, ln.Close())
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", b.TempDir())
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		_ = cmd.Process.Kill() // our own child, started above
-		_ = cmd.Wait()
-	})
-	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { _ = rdb.Close() })
-	require.Eventually(b, func() bool { return rdb.Ping(context.Background()).Err() == nil },
-		10*time.Second, 10*time.Millisecond, "redis-server on %s never answered", addr)
-	return rdb
 }
 
 // encodings counts the keys of the server and those encoded as listpack.
