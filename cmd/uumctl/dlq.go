@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// dlqFilterFlags adds the API's filters as flags and returns a function
+// that parses them.
+func dlqFilterFlags(fs *flag.FlagSet) func() (uum.DeadLetterFilter, error) {
+	vals := map[string]*string{}
+	for _, name := range []string{"status", "reason", "event_name", "correlation_id", "from", "to"} {
+		vals[name] = fs.String(name, "", "filter: "+name+" (as GET /v1/dlq)")
+	}
+	return func() (uum.DeadLetterFilter, error) {
+		f, err := dlq.ParseFilter(func(n string) string { return *vals[n] })
+		if err != nil {
+			return f, fmt.Errorf("%w: %w", app.ErrUsage, err)
+		}
+		return f, nil
+	}
+}
+
+func runDLQ(ctx context.Context, c *cli, args []string) error {
+	sub := map[string]func(context.Context, *cli, []string) error{
+		"ls": dlqList, "show": dlqShow, "replay": dlqReplay, "rm": dlqRemove,
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		w := c.stderr
+		if len(args) > 0 {
+			w = c.stdout
+		}
+		fmt.Fprintln(w, "usage: uumctl dlq ls|show ID|replay [ID]|rm ID [flags]")
+		if len(args) == 0 {
+			return fmt.Errorf("%w: dlq needs a subcommand", app.ErrUsage)
+		}
+		return nil
+	}
+	run, ok := sub[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown dlq subcommand %q", app.ErrUsage, args[0])
+	}
+	return run(ctx, c, args[1:])
+}
+
+// queue opens the dependencies and the dead-letter queue.
+func (c *cli) queue(ctx context.Context) (*dlq.Queue, func(), error) {
+	deps, err := c.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := uniqueevents.New(deps.Config.Events, deps.Buffer, nil, nil, nil, deps.Log())
+	if err != nil {
+		deps.Close()
+		return nil, nil, err
+	}
+	return dlq.New(deps.Store, deps.Buffer, names, deps.Stats, deps.Log()), deps.Close, nil
+}
+
+func dlqList(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq ls", "")
+	filter := dlqFilterFlags(fs)
+	limit := fs.Int("limit", dlq.DefaultPageSize, "rows per page (1-500)")
+	cursor := fs.String("cursor", "", "next_cursor of the previous page")
+	if err := c.parse(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	f, err := filter()
+	if err != nil {
+		return err
+	}
+	if *limit < 1 || *limit > dlq.MaxPageSize {
+		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, dlq.MaxPageSize)
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	page, err := q.List(ctx, f, *cursor, *limit)
+	if errors.Is(err, dlq.ErrBadCursor) {
+		return fmt.Errorf("%w: -cursor: %w", app.ErrUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(page.DeadLetters))
+	for i, d := range page.DeadLetters {
+		name := ""
+		if d.EventName != nil {
+			name = *d.EventName
+		}
+		reason, cut := abbrev.Cut(d.Reason)
+		rows[i] = []string{strconv.FormatInt(d.ID, 10), d.Status, d.Kind, name, reason + cut, strconv.Itoa(d.Attempts), d.FirstFailedAt.Format(time.RFC3339)}
+	}
+	if err := c.print(page, []string{"ID", "STATUS", "KIND", "EVENT", "REASON", "ATTEMPTS", "FIRST FAILED"}, rows); err != nil {
+		return err
+	}
+	if !c.json && page.NextCursor != "" {
+		fmt.Fprintf(c.stdout, "more: uumctl dlq ls -cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+// parseID reads the ID argument.
+func parseID(fs *flag.FlagSet) (int64, error) {
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%w: ID must be a positive integer, got %q", app.ErrUsage, fs.Arg(0))
+	}
+	return id, nil
+}
+
+func dlqShow(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq show", "ID")
+	if err := c.parse(fs, args, 1); err != nil {
+		return helped(err)
+	}
+	id, err := parseID(fs)
+	if err != nil {
+		return err
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	d, err := q.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.print(struct {
+			uum.DeadLetterRecord
+			Raw string `json:"raw"`
+		}{d, string(d.Raw)}, nil, nil)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	closed := ""
+	if d.ClosedAt != nil {
+		closed = d.ClosedAt.Format(time.RFC3339)
+	}
+	return c.print(nil, nil, [][]string{
+		{"id", strconv.FormatInt(d.ID, 10)}, {"correlation id", d.CorrelationID}, {"kind", d.Kind},
+		{"status", d.Status}, {"reason", d.Reason}, {"event name", str(d.EventName)}, {"user id", str(d.UserID)},
+		{"first failed", d.FirstFailedAt.Format(time.RFC3339)}, {"last failed", d.LastFailedAt.Format(time.RFC3339)},
+		{"attempts", strconv.Itoa(d.Attempts)}, {"closed", closed}, {"raw", printable(d.Raw)},
+	})
+}
+
+func dlqReplay(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq replay", "[ID]")
+	filter := dlqFilterFlags(fs)
+	dry := fs.Bool("dry-run", false, "count what a bulk replay would do, change nothing")
+	if err := c.parse(fs, args, -1); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: at most one ID", app.ErrUsage)
+	}
+	f, err := filter()
+	if err != nil {
+		return err
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	if fs.NArg() == 1 {
+		id, err := parseID(fs)
+		if err != nil {
+			return err
+		}
+		if err := q.Replay(ctx, id); err != nil {
+			return err
+		}
+		return c.print(map[string]any{"id": id, "status": uum.DLQReplayed}, nil, [][]string{{"replayed", strconv.FormatInt(id, 10)}})
+	}
+	progress := func(done int) {
+		if !c.json {
+			fmt.Fprintf(c.stderr, "\r%s %d looked at", bar(done, dlq.MaxBulk), done)
+		}
+	}
+	res, err := q.ReplayMatching(ctx, f, *dry, progress)
+	if !c.json {
+		fmt.Fprintln(c.stderr)
+	}
+	if err != nil {
+		return err
+	}
+	label, out := "replayed", any(res)
+	if *dry { // the same JSON as POST /v1/dlq/replay?dry_run=true
+		label, out = "would replay", map[string]any{"would_replay": res.Replayed, "still_invalid": res.StillInvalid, "more": res.More}
+	}
+	rows := [][]string{{label, strconv.Itoa(res.Replayed)}, {"still invalid", strconv.Itoa(res.StillInvalid)}}
+	if res.More {
+		rows = append(rows, []string{"more", "yes: run it again"})
+	}
+	return c.print(out, nil, rows)
+}
+
+// bar draws a 20-character progress bar of done out of total.
+func bar(done, total int) string {
+	n := min(done*20/max(total, 1), 20)
+	b := make([]byte, 20)
+	for i := range b {
+		b[i] = '.'
+		if i < n {
+			b[i] = '#'
+		}
+	}
+	return "[" + string(b) + "]"
+}
+
+func dlqRemove(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq rm", "ID")
+	if err := c.parse(fs, args, 1); err != nil {
+		return helped(err)
+	}
+	id, err := parseID(fs)
+	if err != nil {
+		return err
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	if err := q.Delete(ctx, id); err != nil {
+		return err
+	}
+	return c.print(map[string]any{"id": id, "status": uum.DLQDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
+}
+
+// printable shows raw as it is when it is one line of UTF-8, quoted
+// otherwise.
+func printable(raw []byte) string {
+	if utf8.Valid(raw) && !bytes.ContainsAny(raw, "\t\r\n") {
+		return string(raw)
+	}
+	return strconv.Quote(string(raw))
+}

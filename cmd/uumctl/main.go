@@ -1,0 +1,148 @@
+// Command uumctl is the operator's tool for a uum deployment: status,
+// drain now, work the dead-letter queue and reconcile the totals. It reads
+// the same UUM_* environment as the services. Output is a human table by
+// default and JSON with --json; the exit status is 0 on success, 1 on
+// failure and 2 on a usage or configuration error.
+//
+// Subcommands use the standard flag package, one FlagSet each: the
+// command set is small and flag gives -h on every command for free, so a
+// CLI library would add a dependency without removing code.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/uumhq/uum/internal/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(app.ExitStatus("uumctl", err, os.Stderr))
+}
+
+// cli is what every command gets.
+type cli struct {
+	lookup func(string) (string, bool)
+	stdout io.Writer
+	stderr io.Writer
+	json   bool
+}
+
+// command is one subcommand; run gets the arguments after its name.
+type command struct {
+	summary string
+	run     func(ctx context.Context, c *cli, args []string) error
+}
+
+var commands = map[string]command{
+	"status":    {"buffer depth and lag, drain lease, pipeline totals, open dead letters", runStatus},
+	"drain":     {"drain the buffer now (as processor -once)", runDrain},
+	"dlq":       {"dead-letter queue: ls, show, replay, rm", runDLQ},
+	"reconcile": {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: uumctl <command> [flags] [args]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --json and --help. Configuration: the UUM_* variables (see README).")
+}
+
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		usage(stderr)
+		return fmt.Errorf("%w: no command", app.ErrUsage)
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return nil
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		usage(stderr)
+		return fmt.Errorf("%w: unknown command %q", app.ErrUsage, args[0])
+	}
+	return cmd.run(ctx, &cli{lookup: lookup, stdout: stdout, stderr: stderr}, args[1:])
+}
+
+// errHelp is returned by parse when --help was asked for: the command
+// prints its usage and succeeds.
+var errHelp = errors.New("help")
+
+// flags returns a FlagSet for the command name with --json bound to c.
+func (c *cli) flags(name, argsUsage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("uumctl "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: uumctl %s [flags] %s\n", name, argsUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; wantArgs is the number of positional arguments, -1
+// for any.
+func (c *cli) parse(fs *flag.FlagSet, args []string, wantArgs int) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(c.stdout)
+			fs.Usage()
+			return errHelp
+		}
+		return fmt.Errorf("%w: %w", app.ErrUsage, err)
+	}
+	if wantArgs >= 0 && fs.NArg() != wantArgs {
+		fs.Usage()
+		return fmt.Errorf("%w: want %d argument(s), got %d", app.ErrUsage, wantArgs, fs.NArg())
+	}
+	return nil
+}
+
+// helped turns errHelp into success.
+func helped(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+// open starts the dependencies, logging to stderr.
+func (c *cli) open(ctx context.Context) (*app.App, error) {
+	return app.Start(ctx, c.lookup, c.stderr)
+}
+
+// print writes v as JSON with --json, else the rows as a table.
+func (c *cli) print(v any, header []string, rows [][]string) error {
+	if c.json {
+		return json.NewEncoder(c.stdout).Encode(v)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	if header != nil {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}

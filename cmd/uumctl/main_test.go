@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
+}
+
+// uumctl runs the command and returns stdout and the exit status.
+func uumctl(t *testing.T, env testenv.Env, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, env.Lookup, &out, &errOut)
+	return out.String(), app.ExitStatus("uumctl", err, &errOut)
+}
+
+func TestUumctl(t *testing.T) {
+	t.Parallel()
+	stack := testenv.New(t)
+	stack.Env["UUM_EVENT_NAMES"] = "known"
+	ctx := context.Background()
+	u := uum.NewUUID()
+	entries := []string{string(uum.Event{UserID: u, Name: "known"}.MarshalWire(time.Now())), string(uum.Event{UserID: u, Name: "later"}.MarshalWire(time.Now())), "garbage"}
+	for _, e := range entries {
+		require.NoError(t, stack.Redis.LPush(ctx, stack.Prefix+"{buffer:0}:pending", e).Err())
+	}
+
+	out, code := uumctl(t, stack.Env, "drain", "--json")
+	require.Equal(t, 0, code, out)
+	var sum struct {
+		EventsProcessed int `json:"events_processed"`
+		DeadLettered    int `json:"dead_lettered"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sum))
+	require.Equal(t, 3, sum.EventsProcessed)
+	require.Equal(t, 2, sum.DeadLettered)
+
+	out, code = uumctl(t, stack.Env, "status", "--json")
+	require.Equal(t, 0, code, out)
+	var st struct {
+		Pipeline struct {
+			TotalEvents int64 `json:"total_events"`
+			DLQCount    int64 `json:"dlq_count"`
+		} `json:"pipeline"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, int64(3), st.Pipeline.TotalEvents)
+	require.Equal(t, int64(2), st.Pipeline.DLQCount)
+	out, code = uumctl(t, stack.Env, "status")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "open dead letters")
+
+	out, code = uumctl(t, stack.Env, "dlq", "ls", "-event_name", "later", "--json")
+	require.Equal(t, 0, code, out)
+	var page struct {
+		DeadLetters []struct {
+			ID     int64  `json:"id"`
+			Reason string `json:"reason"`
+		} `json:"dead_letters"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.DeadLetters, 1)
+	require.Equal(t, "unknown event name", page.DeadLetters[0].Reason)
+	id := strconv.FormatInt(page.DeadLetters[0].ID, 10)
+	out, code = uumctl(t, stack.Env, "dlq", "ls")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "unknown event name")
+
+	out, code = uumctl(t, stack.Env, "dlq", "show", id)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"later"`)
+	out, code = uumctl(t, stack.Env, "dlq", "replay", id)
+	require.Equal(t, 1, code, "still unknown: %s", out)
+
+	stack.Env["UUM_EVENT_NAMES"] = "known,later"
+	out, code = uumctl(t, stack.Env, "dlq", "replay", "--dry-run", "--json")
+	require.Equal(t, 0, code, out)
+	require.JSONEq(t, `{"would_replay":1,"still_invalid":1,"more":false}`, out)
+	out, code = uumctl(t, stack.Env, "dlq", "replay")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "replayed")
+	_, code = uumctl(t, stack.Env, "drain")
+	require.Equal(t, 0, code)
+	var n int64
+	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT unique_users FROM unique_event_totals WHERE event_name = 'later'`).Scan(&n))
+	require.Equal(t, int64(1), n)
+
+	out, code = uumctl(t, stack.Env, "dlq", "rm", id)
+	require.Equal(t, 0, code, out)
+	out, code = uumctl(t, stack.Env, "reconcile")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "no drift")
+	_, err := stack.Pool.Exec(ctx, `UPDATE unique_event_totals SET unique_users = 9 WHERE event_name = 'known'`)
+	require.NoError(t, err)
+	out, code = uumctl(t, stack.Env, "reconcile", "--dry-run")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "dry run")
+	out, code = uumctl(t, stack.Env, "reconcile")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "repaired")
+	out, _ = uumctl(t, stack.Env, "reconcile")
+	require.Contains(t, out, "no drift")
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	env := testenv.Env{}
+	for _, args := range [][]string{{}, {"bogus"}, {"dlq"}, {"dlq", "bogus"}, {"dlq", "show"}, {"dlq", "show", "x"}, {"status", "extra"}, {"drain", "-nope"}} {
+		_, code := uumctl(t, env, args...)
+		require.Equal(t, 2, code, "%q", args)
+	}
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"drain", "-h"}, {"dlq", "--help"}, {"dlq", "ls", "--help"}, {"dlq", "replay", "--help"}, {"dlq", "rm", "--help"}, {"reconcile", "--help"}} {
+		out, code := uumctl(t, env, args...)
+		require.Equal(t, 0, code, "%q", args)
+		require.Contains(t, out, "usage", "%q", args)
+	}
+}
