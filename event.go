@@ -275,6 +275,8 @@ type BatchWrite struct {
 	Pairs []Pair
 	// DeadLetters are the poison entries of the batch.
 	DeadLetters []DeadLetter
+	// Names are event names the batch registers: new names it counts.
+	Names []string
 }
 
 // BatchResult is what a committed BatchWrite changed.

@@ -68,6 +68,10 @@ type Processor struct {
 	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" desc:"Retries of a failed drain run (0 for none)."`
 	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
 	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"30s" desc:"Lifetime of the drain lease (at least 1s)."`
+	// MaxEventNames caps the distinct event names the drain registers;
+	// entries with new names beyond it are dead-lettered. Zero means the
+	// default, 10,000.
+	MaxEventNames int `env:"UUM_MAX_EVENT_NAMES" envDefault:"10000" desc:"Most distinct event names the drain registers; entries with new names beyond it are dead-lettered (set UUM_EVENT_NAMES in production)."`
 }
 
 // Cache configures the Redis cache of (user, event) pairs already counted.
@@ -409,6 +413,7 @@ func (p Processor) validate(r *report) {
 	r.check("UUM_DRAIN_INTERVAL", p.DrainInterval >= time.Second, atLeastSecond)
 	r.check("UUM_DRAIN_MAX_RETRY", p.MaxRetry >= 0, "must be a non-negative integer")
 	r.check("UUM_DRAIN_LEASE_TTL", p.LeaseTTL >= time.Second, atLeastSecond)
+	r.check("UUM_MAX_EVENT_NAMES", p.MaxEventNames > 0, positiveInt)
 }
 
 func (e Events) validate(r *report) {

@@ -37,6 +37,7 @@ var defaults = config.Config{
 		DrainInterval: 10 * time.Minute,
 		MaxRetry:      3,
 		LeaseTTL:      30 * time.Second,
+		MaxEventNames: 10000,
 	},
 	Cache:      config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
 	Events:     config.Events{PushTimeout: 50 * time.Millisecond, ReadTimeout: 100 * time.Millisecond},
@@ -103,6 +104,7 @@ func TestLoad(t *testing.T) {
 				DrainInterval: time.Second,
 				MaxRetry:      0,
 				LeaseTTL:      90 * time.Second,
+				MaxEventNames: 10000,
 			},
 			Cache: config.Cache{TTL: 24 * time.Hour, Buckets: 1024},
 			Events: config.Events{

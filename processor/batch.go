@@ -2,6 +2,7 @@ package processor
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -14,6 +15,7 @@ type batch struct {
 	at     uum.Position // of raw[0]
 	raw    []string     // entries as peeked, oldest first; trimmed by count
 	events []uum.Event  // decoded valid user events
+	index  []int        // of each event in raw
 	// tracked are the decoded tracked events, with where they were found.
 	tracked []trackedEntry
 	// bufferedAt is when each raw entry was buffered, by index; zero for
@@ -23,6 +25,12 @@ type batch struct {
 	pairs      []uum.Pair       // distinct pairs, first occurrence first
 	unseen     []uum.Pair       // pairs the seen-cache did not know
 	result     uum.BatchResult  // what the commit changed
+	// newNames are names the commit registers (the name cap admitted them).
+	newNames []string
+	// over are the names the name cap refused, dead-lettered with
+	// overReason.
+	over       map[string]bool
+	overReason string
 }
 
 // decode splits the raw entries into events and dead letters. A poison
@@ -49,6 +57,7 @@ func (b *batch) decode(names NameChecker) {
 			continue
 		}
 		b.events = append(b.events, ev.Event)
+		b.index = append(b.index, i)
 	}
 }
 
@@ -84,7 +93,58 @@ func (b *batch) filterSeen(hits []bool) {
 
 // write is what the batch commits in one transaction.
 func (b *batch) write() uum.BatchWrite {
-	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead}
+	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead, Names: b.newNames}
+}
+
+// names returns the distinct event names of the batch, first occurrence
+// first.
+func (b *batch) names() []string {
+	seen := make(map[string]bool)
+	var out []string
+	for _, ev := range b.events {
+		if !seen[ev.Name] {
+			seen[ev.Name] = true
+			out = append(out, ev.Name)
+		}
+	}
+	return out
+}
+
+// limitLike applies to b, a part of whole, the name cap decisions made for
+// whole.
+func (b *batch) limitLike(whole *batch) {
+	if len(whole.over) > 0 {
+		b.over, b.overReason = whole.over, whole.overReason
+		b.reject(whole.over, whole.overReason)
+	}
+	mine := b.names()
+	for _, n := range whole.newNames {
+		if slices.Contains(mine, n) {
+			b.newNames = append(b.newNames, n)
+		}
+	}
+}
+
+// reject dead-letters the events whose name is in names, with reason,
+// and drops their pairs. It returns how many entries it dead-lettered.
+func (b *batch) reject(names map[string]bool, reason string) int {
+	n := 0
+	events, index := b.events[:0], b.index[:0]
+	for i, ev := range b.events {
+		if names[ev.Name] {
+			at := b.index[i]
+			b.dead = append(b.dead, uum.NewDeadLetter([]byte(b.raw[at]), reason, b.at.Add(at)))
+			n++
+			continue
+		}
+		events, index = append(events, ev), append(index, b.index[i])
+	}
+	b.events, b.index = events, index
+	keep := func(ps []uum.Pair) []uum.Pair {
+		return slices.DeleteFunc(ps, func(p uum.Pair) bool { return names[p.Name] })
+	}
+	b.pairs, b.unseen = keep(b.pairs), keep(b.unseen)
+	return n
 }
 
 // insertedByName counts the newly inserted pairs per event name.
@@ -101,7 +161,17 @@ func (b *batch) insertedByName() map[string]int64 {
 func (b *batch) merge(parts ...*batch) {
 	*b = batch{at: b.at, raw: b.raw}
 	for _, p := range parts {
+		shift := int(p.at.Offset - b.at.Offset)
 		b.events = append(b.events, p.events...)
+		for _, i := range p.index {
+			b.index = append(b.index, i+shift)
+		}
+		for _, te := range p.tracked {
+			te.index += shift
+			b.tracked = append(b.tracked, te)
+		}
+		b.bufferedAt = append(b.bufferedAt, p.bufferedAt...)
+		b.newNames = append(b.newNames, p.newNames...)
 		b.dead = append(b.dead, p.dead...)
 		b.pairs = append(b.pairs, p.pairs...)
 		b.unseen = append(b.unseen, p.unseen...)

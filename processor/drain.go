@@ -34,6 +34,7 @@ const (
 	MetricFailure         = "uum.processor_job.failure"
 	MetricEventsAtRisk    = "uum.processor_job.events_at_risk"
 	MetricDeadLettered    = "uum.processor_job.dead_lettered"
+	MetricNamesOverLimit  = "uum.processor_job.names_over_limit"
 )
 
 // commitTimeout bounds one batch's transaction, which runs to the end
@@ -95,6 +96,10 @@ type Drainer struct {
 	logger *slog.Logger
 	names  NameChecker        // nil: any valid name counts
 	runs   RunFailureRecorder // nil: exhausted runs are only logged
+	// registry and maxNames cap the distinct names registered; nil:
+	// no cap.
+	registry NameRegistry
+	maxNames int
 	// pipeline and counts feed the uum.pipeline.* and
 	// uum.unique_users.total metrics; nil: not sent.
 	pipeline PipelineMetrics
@@ -344,6 +349,9 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	// COMMIT can leave the transaction applied but reported as failed,
 	// and the re-run would find its rows existing and never emit their
 	// increments. Cancellation takes effect between batches instead.
+	if err := d.limitNames(ctx, b); err != nil {
+		return step("names", err)
+	}
 	cctx, cancelCommit := detach(ctx, commitTimeout)
 	defer cancelCommit()
 	if err := d.commit(cctx, b); err != nil {
@@ -383,6 +391,45 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	return step("trim", trimErr)
 }
 
+// limitNames applies the cap on registered names: the batch's new names
+// are admitted in order of first appearance while the dictionary has room,
+// and registered by the commit; entries with the others are dead-lettered.
+// It runs right before the commit, never on a prefetched batch, so it sees
+// the names the previous batch registered.
+func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
+	if d.registry == nil || d.maxNames <= 0 || len(b.events) == 0 {
+		return nil
+	}
+	names := b.names()
+	known, total, err := d.registry.RegisteredNames(ctx, names)
+	if err != nil {
+		return err
+	}
+	room := int64(d.maxNames) - total
+	var over map[string]bool
+	for _, n := range names {
+		switch {
+		case known[n]:
+		case room > 0:
+			b.newNames = append(b.newNames, n)
+			room--
+		default:
+			if over == nil {
+				over = make(map[string]bool)
+			}
+			over[n] = true
+		}
+	}
+	if len(over) > 0 {
+		reason := fmt.Sprintf("event name limit reached: %d distinct names are registered (UUM_MAX_EVENT_NAMES); set UUM_EVENT_NAMES or raise the limit, then replay", total)
+		b.over, b.overReason = over, reason
+		n := b.reject(over, reason)
+		d.logger.WarnContext(ctx, "event names over the limit dead-lettered", "names", len(over), "entries", n, "max_event_names", d.maxNames)
+		_ = d.stats.Count(MetricNamesOverLimit, int64(n), nil, 1)
+	}
+	return nil
+}
+
 // commit writes the batch in one transaction. When the database rejects
 // the batch's data (uum.ErrRejected: retrying it would fail the same way
 // forever and stall the buffer behind it), commit finds the entries at
@@ -414,6 +461,8 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	// The halves skip the seen-cache: it only saves work, and this path is
 	// rare.
 	left, right := d.build(b.at, b.raw[:half]), d.build(b.at.Add(half), b.raw[half:])
+	left.limitLike(b)
+	right.limitLike(b)
 	left.unseen, right.unseen = left.pairs, right.pairs
 	if err := d.commit(ctx, left); err != nil {
 		return err

@@ -543,6 +543,46 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 10.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent), "each new pair counted once")
 	})
 
+	t.Run("NewNamesBeyondTheLimitAreDeadLettered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		drainer := func() *processor.Drainer {
+			return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client,
+				slog.New(slog.NewTextHandler(b.logs, nil)), processor.WithNameLimit(b.store, 3))
+		}
+		u := users(3)
+		b.pushEvents(t, pairs(u[:1], "a", "b")...)
+		_, err := drainer().Drain(ctx)
+		require.NoError(t, err)
+
+		// Two names registered, room for one more: c (first seen) gets it,
+		// d and e are dead-lettered, and so is every entry carrying them.
+		b.pushEvents(t, append(pairs(u[1:], "a", "c", "d"), pairs(u[1:], "e", "b")...)...)
+		sum, err := drainer().Drain(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 4, sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 3, "b": 3, "c": 2}, b.totals(t))
+		require.Empty(t, b.pending(t))
+		var names int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM event_names`).Scan(&names))
+		require.Equal(t, 3, names)
+		var reasons []string
+		rows, err := b.pool.Query(ctx, `SELECT reason FROM dead_letters`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var r string
+			require.NoError(t, rows.Scan(&r))
+			reasons = append(reasons, r)
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, reasons, 4)
+		for _, r := range reasons {
+			require.Contains(t, r, "event name limit reached")
+		}
+		require.Equal(t, 4.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricNamesOverLimit))
+	})
+
 	t.Run("AllGarbageBatchDoesNotStall", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)

@@ -24,6 +24,28 @@ type NameChecker interface {
 // removed from UUM_EVENT_NAMES) instead of counting them.
 func WithNames(n NameChecker) Option { return func(d *Drainer) { d.names = n } }
 
+// NameRegistry knows the registered event names; *store.Store satisfies
+// it. RegisteredNames reports which of names are registered and how many
+// are in all.
+type NameRegistry interface {
+	RegisteredNames(ctx context.Context, names []string) (known map[string]bool, total int64, err error)
+}
+
+// WithNameLimit caps the distinct event names the drain registers at max
+// (UUM_MAX_EVENT_NAMES): an entry with a new name beyond the cap is
+// dead-lettered, not counted, so a producer without an allow-list cannot
+// grow the dictionary and the statsd tags without bound. max <= 0 means the
+// default, 10,000.
+func WithNameLimit(r NameRegistry, max int) Option {
+	if max <= 0 {
+		max = DefaultMaxEventNames
+	}
+	return func(d *Drainer) { d.registry, d.maxNames = r, max }
+}
+
+// DefaultMaxEventNames is the default cap of WithNameLimit.
+const DefaultMaxEventNames = 10_000
+
 // RunFailureRecorder stores drain runs that failed on every retry in the
 // dead-letter queue; *store.Store satisfies it.
 type RunFailureRecorder interface {

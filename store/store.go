@@ -43,16 +43,20 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // CommitBatch applies one drain iteration in one transaction, as a
-// sequence of steps over the batch: insert the unseen pairs and add the
-// new ones to the totals, then store the dead letters. Nothing is written
-// if either step fails. A batch with nothing to write costs no SQL.
+// sequence of steps over the batch: register its new event names, insert
+// the unseen pairs and add the new ones to the totals, then store the dead
+// letters. Nothing is written if any step fails. A batch with nothing to
+// write costs no SQL.
 func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
 	var res uum.BatchResult
-	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 {
+	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 && len(w.Names) == 0 {
 		return res, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
+		if err = RegisterNames(ctx, tx, w.Names); err != nil {
+			return err
+		}
 		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
 			return err
 		}
@@ -177,6 +181,41 @@ func (s *Store) UniqueCounts(ctx context.Context, eventName string) ([]uum.Count
 		return nil, fmt.Errorf("unique counts: %w", interpret(err))
 	}
 	return counts, nil
+}
+
+// RegisterNames adds names to the event-name dictionary, skipping those
+// it holds. Sorted, so concurrent registrations lock rows in one order.
+func RegisterNames(ctx context.Context, db DBTX, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	sorted := slices.Sorted(slices.Values(names))
+	if _, err := db.Exec(ctx, `
+		INSERT INTO event_names (name) SELECT unnest($1::varchar(50)[])
+		ON CONFLICT (name) DO NOTHING`, sorted); err != nil {
+		return fmt.Errorf("register event names: %w", err)
+	}
+	return nil
+}
+
+// RegisteredNames reports which of names the event-name dictionary holds,
+// and how many names it holds in all.
+func (s *Store) RegisteredNames(ctx context.Context, names []string) (map[string]bool, int64, error) {
+	var (
+		total int64
+		known []string
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM event_names),
+		       ARRAY(SELECT name::text FROM event_names WHERE name = ANY($1::text[]))`, names).Scan(&total, &known)
+	if err != nil {
+		return nil, 0, fmt.Errorf("registered names: %w", interpret(err))
+	}
+	out := make(map[string]bool, len(known))
+	for _, n := range known {
+		out[n] = true
+	}
+	return out, total, nil
 }
 
 // EventIDs returns the dictionary id of each name, registering names it

@@ -68,7 +68,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	}
 	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
 		processor.WithNames(names), processor.WithRunFailures(deps.Store),
-		processor.WithPipelineMetrics(deps.Pipeline, deps.Store))
+		processor.WithPipelineMetrics(deps.Pipeline, deps.Store),
+		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames))
 
 	if *once {
 		sum, err := drainer.Drain(ctx)
