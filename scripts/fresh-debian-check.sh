@@ -197,6 +197,8 @@ prepare() {
 	say "[$mode] copying ${PREREQ#"$ROOT"/} to ${CHROOT#"$ROOT"/}"
 	cp -a "$PREREQ" "$CHROOT"
 	mount_into "$CHROOT"
+	# As a Debian install writes it; sudo warns without it.
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n' "$(hostname)" >"$CHROOT/etc/hosts"
 	extra_cas
 	if [[ $mode == user ]]; then
 		chroot "$CHROOT" useradd -m -s /bin/bash dev
