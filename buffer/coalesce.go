@@ -29,6 +29,7 @@ type Coalescer struct {
 }
 
 type pushReq struct {
+	ctx     context.Context
 	entries [][]byte
 	done    chan error
 }
@@ -44,13 +45,18 @@ func NewCoalescer(l *List, workers, maxPipe int, timeout time.Duration) *Coalesc
 }
 
 // Push sends entries in one LPUSH, pipelined with concurrent pushes. It
-// returns when Redis answered or ctx is done; in the latter case the push
-// may still happen, as with any timed-out Redis write.
+// returns when Redis answered or ctx is done. A push whose ctx is done
+// before a worker takes it is dropped, so a caller told "failed" finds
+// nothing buffered; only a push already on the wire when ctx ends may
+// still land, as with any timed-out Redis write.
 func (c *Coalescer) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	req := &pushReq{entries: entries, done: make(chan error, 1)}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("push %d entries: %w", len(entries), err)
+	}
+	req := &pushReq{ctx: ctx, entries: entries, done: make(chan error, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -104,8 +110,19 @@ func (c *Coalescer) work() {
 }
 
 // send pipelines one LPUSH per request and answers each with its own
-// result.
+// result. Requests whose caller has given up are answered, not sent.
 func (c *Coalescer) send(batch []*pushReq) {
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- fmt.Errorf("push %d entries: %w", len(r.entries), err)
+			continue
+		}
+		live = append(live, r)
+	}
+	if batch = live; len(batch) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	pipe := c.list.rdb.Pipeline()

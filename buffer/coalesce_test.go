@@ -26,6 +26,23 @@ func TestCoalescer(t *testing.T) {
 			return l, c
 		}
 
+		t.Run("APushWhoseCallerGaveUpIsNeverBuffered", func(t *testing.T) {
+			t.Parallel()
+			l, c := setup(t)
+			// A caller whose context ended is told the push failed: then
+			// nothing may land, or the caller retries and counts twice
+			// (and the API answered 503 for events it had buffered).
+			for range 200 {
+				ctx, cancel := context.WithCancel(ctx)
+				cancel()
+				require.ErrorIs(t, c.Push(ctx, [][]byte{[]byte("x")}), context.Canceled)
+			}
+			c.Close() // the workers finish whatever they took
+			n, err := l.Len(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n)
+		})
+
 		t.Run("ConcurrentPushesAllLandWithEachCallContiguous", func(t *testing.T) {
 			t.Parallel()
 			l, c := setup(t)
