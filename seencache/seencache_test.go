@@ -309,8 +309,9 @@ func testCache(t *testing.T, be redistest.Backend) {
 		ms, err := b.rdb.PExpireTime(ctx, key).Result()
 		require.NoError(t, err)
 		// Exact on a real server; miniredis keeps a relative TTL, so its
-		// answer drifts by the time the test took.
-		require.WithinDuration(t, at, time.UnixMilli(int64(ms/time.Millisecond)), 100*time.Millisecond, "expiry of %s", key)
+		// answer drifts by the time the test took, which on a busy machine
+		// passed 100 ms. Generations are much longer than the tolerance.
+		require.WithinDuration(t, at, time.UnixMilli(int64(ms/time.Millisecond)), 5*time.Second, "expiry of %s", key)
 	}
 
 	t.Run("SeenOnEmptyInputIsFree", func(t *testing.T) {
