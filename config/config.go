@@ -36,6 +36,7 @@ type Config struct {
 	API        API
 	Statsd     Statsd
 	Operations Operations
+	Counters   Counters
 }
 
 // Redis configures the Redis that holds the event buffer, the drain lease
@@ -404,6 +405,7 @@ func (c Config) validate(r *report) {
 	validateTokens(r, "UUM_API_TOKENS", c.API.Tokens)
 	r.check(statsdAddr, c.Statsd.Addr == "" || validHostPort(c.Statsd.Addr), hostPort)
 	c.Operations.validate(r)
+	c.Counters.validate(r)
 }
 
 func (p Processor) validate(r *report) {

@@ -44,6 +44,7 @@ var defaults = config.Config{
 	API:        config.API{Addr: "127.0.0.1:8080"},
 	Statsd:     config.Statsd{Addr: "127.0.0.1:8125"},
 	Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
+	Counters:   config.Counters{WindowRetention: 168 * time.Hour},
 }
 
 const (
@@ -93,6 +94,8 @@ func TestLoad(t *testing.T) {
 			"UUM_API_ADDR":                ":0",
 			"UUM_API_TOKENS":              "ingest:" + ingestToken + ", admin:" + adminToken,
 			"UUM_STATSD_ADDR":             "[::1]:9125",
+			"UUM_COUNTERS_FILE":           "/etc/uum/counters.yaml",
+			"UUM_WINDOW_RETENTION":        "24h",
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
@@ -121,6 +124,7 @@ func TestLoad(t *testing.T) {
 			}},
 			Statsd:     config.Statsd{Addr: "[::1]:9125"},
 			Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
+			Counters:   config.Counters{File: "/etc/uum/counters.yaml", WindowRetention: 24 * time.Hour},
 		}, cfg)
 	})
 

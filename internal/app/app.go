@@ -19,6 +19,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
@@ -34,6 +35,9 @@ type App struct {
 	Stats  statsd.ClientInterface
 	// Pipeline reads and records the pipeline metrics.
 	Pipeline *pipemetrics.Metrics
+	// Counters are the counter definitions of UUM_COUNTERS_FILE; nil
+	// without one.
+	Counters *rules.Set
 	logger   *slog.Logger
 }
 
@@ -133,7 +137,29 @@ func Start(ctx context.Context, lookup func(string) (string, bool), stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
-	return Open(ctx, cfg, Logger(stderr))
+	counters, err := LoadCounters(cfg.Counters)
+	if err != nil {
+		return nil, err
+	}
+	a, err := Open(ctx, cfg, Logger(stderr))
+	if err != nil {
+		return nil, err
+	}
+	a.Counters = counters
+	return a, nil
+}
+
+// LoadCounters loads the counter definitions of cfg, if any. A bad file is
+// a configuration error (exit status 2) naming the file, line and field.
+func LoadCounters(cfg config.Counters) (*rules.Set, error) {
+	if cfg.File == "" {
+		return nil, nil
+	}
+	set, err := rules.Load(cfg.File)
+	if err != nil {
+		return nil, &config.Error{Var: "UUM_COUNTERS_FILE", Reason: err.Error()}
+	}
+	return set, nil
 }
 
 // ErrUsage marks a command-line usage error: exit status 2, like a

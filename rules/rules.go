@@ -1,0 +1,167 @@
+// Package rules loads the counter definitions (UUM_COUNTERS_FILE, YAML)
+// and projects tracked events onto them: which persistent counter keys
+// move by ±1 and which windowed counters count the event. It holds no
+// Redis or SQL, so it is tested on plain data; the processor applies its
+// output in the drain transaction.
+package rules
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/uumhq/uum"
+)
+
+// Modes of a counter.
+const (
+	// ModePersistent is an all-time total per dimension key (seed 001).
+	ModePersistent = "persistent"
+	// ModeWindow counts events per minute bucket, per organisation and
+	// platform-wide, and reads the last Window of them (seed 000).
+	ModeWindow = "window"
+)
+
+// Counter is one validated counter definition.
+type Counter struct {
+	Name string
+	Mode string
+	// Dimensions are the event dimensions that make a persistent
+	// counter's key, sorted.
+	Dimensions []string
+	// FloorAtZero clamps a persistent counter at 0, in event order.
+	FloorAtZero bool
+	// Rules map event types to +1 or -1.
+	Rules []Rule
+	// Window is the span a windowed counter reads: whole minutes.
+	Window time.Duration
+}
+
+// Rule is "on events of type On, add Delta (+1 or -1)".
+type Rule struct {
+	On    string
+	Delta int64
+}
+
+// Set is a validated set of counters, indexed by event type.
+type Set struct {
+	counters []*Counter
+	byName   map[string]*Counter
+	byType   map[string][]match
+}
+
+type match struct {
+	counter *Counter
+	delta   int64
+}
+
+func newSet(counters []*Counter) *Set {
+	s := &Set{counters: counters, byName: map[string]*Counter{}, byType: map[string][]match{}}
+	for _, c := range counters {
+		s.byName[c.Name] = c
+		for _, r := range c.Rules {
+			s.byType[r.On] = append(s.byType[r.On], match{counter: c, delta: r.Delta})
+		}
+	}
+	return s
+}
+
+// Counters returns the counters in file order.
+func (s *Set) Counters() []*Counter {
+	if s == nil {
+		return nil
+	}
+	return s.counters
+}
+
+// Counter returns the counter called name, or nil.
+func (s *Set) Counter(name string) *Counter {
+	if s == nil {
+		return nil
+	}
+	return s.byName[name]
+}
+
+// Key is a persistent counter's dimension key: the canonical form of the
+// selected dimensions (a JSON object with sorted keys, a missing dimension
+// as "") and a digest of it that the counters table is keyed by.
+type Key struct {
+	Canonical string
+	Hash      [16]byte
+}
+
+// KeyOf returns the key of c for dims.
+func (c *Counter) KeyOf(dims map[string]string) Key {
+	sel := make(map[string]string, len(c.Dimensions))
+	for _, d := range c.Dimensions {
+		sel[d] = dims[d]
+	}
+	b, _ := json.Marshal(sel) // a map of strings always encodes; keys come out sorted
+	sum := sha256.Sum256(b)
+	var k Key
+	k.Canonical = string(b)
+	copy(k.Hash[:], sum[:])
+	return k
+}
+
+// Step is one ±1 of a persistent counter caused by one event.
+type Step struct {
+	Counter *Counter
+	Key     Key
+	Delta   int64
+}
+
+// Steps returns the persistent-counter steps of e, in rule order.
+func (s *Set) Steps(e *uum.TrackedEvent) []Step {
+	if s == nil {
+		return nil
+	}
+	var out []Step
+	for _, m := range s.byType[e.Type] {
+		if m.counter.Mode == ModePersistent {
+			out = append(out, Step{Counter: m.counter, Key: m.counter.KeyOf(e.Dimensions), Delta: m.delta})
+		}
+	}
+	return out
+}
+
+// Windows returns the windowed counters e counts in.
+func (s *Set) Windows(e *uum.TrackedEvent) []*Counter {
+	if s == nil {
+		return nil
+	}
+	var out []*Counter
+	for _, m := range s.byType[e.Type] {
+		if m.counter.Mode == ModeWindow && !slices.Contains(out, m.counter) {
+			out = append(out, m.counter)
+		}
+	}
+	return out
+}
+
+// Sum accumulates the steps of one key over a batch, in event order: the
+// total and, for a counter floored at zero, how far the running total
+// dipped below zero, so that one upsert can apply the clamp as if every
+// step were applied in turn: from a stored value v the result is
+// Total + max(v, Lift).
+type Sum struct {
+	Total int64
+	min   int64 // lowest running total, starting at 0
+}
+
+// Add applies one step.
+func (s *Sum) Add(delta int64) {
+	s.Total += delta
+	s.min = min(s.min, s.Total)
+}
+
+// Lift is -(lowest running total), at least 0.
+func (s Sum) Lift() int64 { return -s.min }
+
+// String names the counter for logs.
+func (c *Counter) String() string { return fmt.Sprintf("%s (%s)", c.Name, c.Mode) }
+
+// WindowMinutes is the number of minute buckets a windowed counter reads.
+func (c *Counter) WindowMinutes() int64 { return int64(c.Window / time.Minute) }
