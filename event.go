@@ -277,6 +277,12 @@ type BatchWrite struct {
 	DeadLetters []DeadLetter
 	// Names are event names the batch registers: new names it counts.
 	Names []string
+	// Tracked are the tracked events of the batch, in buffer order.
+	Tracked []TrackedWrite
+	// Project, called inside the transaction once the registry has said
+	// which of Tracked are new (fresh[i]), returns what they change. nil
+	// counts nothing.
+	Project func(fresh []bool) Projection
 }
 
 // BatchResult is what a committed BatchWrite changed.
@@ -286,6 +292,14 @@ type BatchResult struct {
 	// DeadLettered is the number of dead letters stored by this commit;
 	// those a re-run finds already stored are not counted again.
 	DeadLettered int
+	// Fresh says which of BatchWrite.Tracked were registered by this
+	// commit: neither duplicates nor a replay of an entry already applied.
+	Fresh []bool
+	// Duplicates are the deliveries of known ids this commit audited; a
+	// replayed batch audits none again.
+	Duplicates []Duplicate
+	// Projection is what the commit applied.
+	Projection Projection
 }
 
 // Position locates an entry in everything ever pushed to one buffer shard:

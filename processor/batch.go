@@ -31,6 +31,7 @@ type batch struct {
 	// overReason.
 	over       map[string]bool
 	overReason string
+	counted    counted // what the projection did, for metrics
 }
 
 // decode splits the raw entries into events and dead letters. A poison
@@ -177,5 +178,11 @@ func (b *batch) merge(parts ...*batch) {
 		b.unseen = append(b.unseen, p.unseen...)
 		b.result.Inserted = append(b.result.Inserted, p.result.Inserted...)
 		b.result.DeadLettered += p.result.DeadLettered
+		for _, dup := range p.result.Duplicates {
+			dup.Index += len(b.tracked)
+			b.result.Duplicates = append(b.result.Duplicates, dup)
+		}
+		b.tracked = append(b.tracked, p.tracked...)
+		b.counted.merge(p.counted)
 	}
 }

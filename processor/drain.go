@@ -19,6 +19,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/rules"
 )
 
 // Statsd metric names, as the dashboards and alerts know them.
@@ -104,6 +105,10 @@ type Drainer struct {
 	// uum.unique_users.total metrics; nil: not sent.
 	pipeline PipelineMetrics
 	counts   pipemetrics.CountReader
+	// counters project tracked events (nil: registered, not counted);
+	// buckets older than retention are not written.
+	counters  *rules.Set
+	retention time.Duration
 }
 
 // NewDrainer returns a drainer. stats may be nil.
@@ -114,7 +119,7 @@ func NewDrainer(cfg config.Processor, buf source, seen seenCache, db batchStore,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Drainer{cfg: cfg, buf: buf, seen: seen, db: db, stats: stats, logger: logger}
+	d := &Drainer{cfg: cfg, buf: buf, seen: seen, db: db, stats: stats, logger: logger, retention: DefaultWindowRetention}
 	for _, o := range opts {
 		o(d)
 	}
@@ -369,6 +374,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	if b.result.DeadLettered > 0 {
 		_ = d.stats.Count(MetricDeadLettered, int64(b.result.DeadLettered), nil, 1)
 	}
+	d.reportCounted(ctx, b, time.Now())
 	// Sent now, not on the client's interval: a crash loses at most the
 	// increments of the batch in flight.
 	_ = d.stats.Flush()
@@ -436,7 +442,11 @@ func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
 // fault by bisection, committing the rest, and dead-letters each of them
 // with the database's error as the reason.
 func (d *Drainer) commit(ctx context.Context, b *batch) error {
-	res, err := d.db.CommitBatch(ctx, b.write())
+	now := time.Now()
+	w := b.write()
+	w.Tracked = b.trackedWrites()
+	w.Project = d.project(b, now)
+	res, err := d.db.CommitBatch(ctx, w)
 	if err == nil {
 		b.result = res
 		return nil

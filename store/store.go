@@ -44,12 +44,14 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // CommitBatch applies one drain iteration in one transaction, as a
 // sequence of steps over the batch: register its new event names, insert
-// the unseen pairs and add the new ones to the totals, then store the dead
-// letters. Nothing is written if any step fails. A batch with nothing to
+// the unseen pairs and add the new ones to the totals, store the dead
+// letters, register the tracked events' ids and audit duplicates, then
+// apply what the fresh ones change (w.Project) to the counters and minute
+// buckets. Nothing is written if any step fails. A batch with nothing to
 // write costs no SQL.
 func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
 	var res uum.BatchResult
-	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 && len(w.Names) == 0 {
+	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 && len(w.Names) == 0 && len(w.Tracked) == 0 {
 		return res, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -60,13 +62,41 @@ func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchRes
 		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
 			return err
 		}
-		res.DeadLettered, err = InsertDeadLetters(ctx, tx, w.DeadLetters)
-		return err
+		if res.DeadLettered, err = InsertDeadLetters(ctx, tx, w.DeadLetters); err != nil {
+			return err
+		}
+		return commitTracked(ctx, tx, w, &res)
 	})
 	if err != nil {
 		return uum.BatchResult{}, fmt.Errorf("commit batch: %w", interpret(err))
 	}
 	return res, nil
+}
+
+// commitTracked is the tracked events' part of a batch: registry and
+// audit, then the projection of the fresh events.
+func commitTracked(ctx context.Context, tx DBTX, w uum.BatchWrite, res *uum.BatchResult) error {
+	if len(w.Tracked) == 0 {
+		return nil
+	}
+	var err error
+	if res.Fresh, res.Duplicates, err = RegisterEvents(ctx, tx, w.Tracked); err != nil {
+		return err
+	}
+	if w.Project == nil {
+		return nil
+	}
+	res.Projection = w.Project(res.Fresh)
+	if len(res.Projection.Counters) == 0 && len(res.Projection.Buckets) == 0 {
+		return nil
+	}
+	if err := ApplyCounters(ctx, tx, res.Projection.Counters); err != nil {
+		return err
+	}
+	if err := ApplyBuckets(ctx, tx, res.Projection.Buckets); err != nil {
+		return err
+	}
+	return markCounted(ctx, tx)
 }
 
 // insertPairsSQL inserts the pairs, skipping those that exist, and adds

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -69,7 +70,8 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
 		processor.WithNames(names), processor.WithRunFailures(deps.Store),
 		processor.WithPipelineMetrics(deps.Pipeline, deps.Store),
-		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames))
+		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames),
+		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
 
 	if *once {
 		sum, err := drainer.Drain(ctx)
@@ -97,6 +99,9 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		_, rerr := rec.Run(ctx, false)
 		_, perr := dead.Purge(ctx, cfg.Operations.DLQRetention)
 		return errors.Join(rerr, perr)
+	})
+	svc.Periodic(processor.TaskPruneBuckets, time.Hour, func(ctx context.Context) error {
+		return processor.PruneBuckets(ctx, deps.Store, cfg.Counters.WindowRetention, time.Now(), logger)
 	})
 	if err := svc.Start(); err != nil {
 		return err

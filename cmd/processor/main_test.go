@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -241,6 +243,29 @@ func TestExitCode(t *testing.T) {
 		require.Equal(t, 2, exitCode(err, &stderr))
 		require.Contains(t, stderr.String(), `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
 		require.Empty(t, b.stdout.String())
+	})
+
+	t.Run("BadCountersFileIsTwoAndNamesFileLineField", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		file := filepath.Join(t.TempDir(), "counters.yaml")
+		require.NoError(t, os.WriteFile(file, []byte("counters:\n  - counterName: c\n    mode: persistent\n    rules: [{on: a, op: inc}]\n"), 0o600))
+		b.Env["UUM_COUNTERS_FILE"] = file
+
+		err := b.run(t, "-once")
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(err, &stderr))
+		require.Contains(t, stderr.String(), "UUM_COUNTERS_FILE: "+file+`:4: counters[0].rules[0].op: unknown op "inc"`)
+	})
+
+	t.Run("MissingCountersFileIsTwo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Env["UUM_COUNTERS_FILE"] = filepath.Join(t.TempDir(), "nope.yaml")
+
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
+		require.Contains(t, stderr.String(), "nope.yaml: open")
 	})
 
 	t.Run("UnknownFlagIsTwo", func(t *testing.T) {

@@ -1,0 +1,207 @@
+package processor
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"time"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/rules"
+)
+
+// Statsd metrics of the event counters.
+const (
+	MetricCounterUpdates   = "uum.counters.update_success_total"
+	MetricDuplicateDropped = "uum.counters.duplicate_event_dropped_total"
+	MetricProjectionLag    = "uum.counters.projection_lag_seconds"
+	MetricLateEvents       = "uum.counters.late_events"
+	MetricTooLateEvents    = "uum.counters.too_late_events"
+)
+
+// DefaultWindowRetention is how long minute buckets are kept when
+// WithCounters is given no retention.
+const DefaultWindowRetention = 168 * time.Hour
+
+// WithCounters makes the drain project fresh tracked events onto the
+// counters of set, in the batch's transaction. Events older than
+// retention add no minute bucket. Without it, tracked events are still
+// registered and their duplicates audited; nothing is counted.
+func WithCounters(set *rules.Set, retention time.Duration) Option {
+	if retention <= 0 {
+		retention = DefaultWindowRetention
+	}
+	return func(d *Drainer) { d.counters, d.retention = set, retention }
+}
+
+// counted is what a batch's projection did, for metrics and logs.
+type counted struct {
+	steps   map[string]int64 // applied ±1 steps per counter
+	late    map[string]int64 // events older than the window, per window counter
+	tooLate int64            // events older than retention: no bucket
+	oldest  time.Time        // oldest occurred_at applied
+}
+
+// merge adds o's figures, from another part of the same batch.
+func (c *counted) merge(o counted) {
+	for k, n := range o.steps {
+		if c.steps == nil {
+			c.steps = map[string]int64{}
+		}
+		c.steps[k] += n
+	}
+	for k, n := range o.late {
+		if c.late == nil {
+			c.late = map[string]int64{}
+		}
+		c.late[k] += n
+	}
+	c.tooLate += o.tooLate
+	if c.oldest.IsZero() || (!o.oldest.IsZero() && o.oldest.Before(c.oldest)) {
+		c.oldest = o.oldest
+	}
+}
+
+// trackedWrites returns the tracked events with the tag of their entry.
+func (b *batch) trackedWrites() []uum.TrackedWrite {
+	if len(b.tracked) == 0 {
+		return nil
+	}
+	out := make([]uum.TrackedWrite, len(b.tracked))
+	for i, t := range b.tracked {
+		out[i] = uum.TrackedWrite{Event: t.TrackedEvent, Entry: uum.EntryTag([]byte(b.raw[t.index]), b.at.Add(t.index))}
+	}
+	return out
+}
+
+// project is the projection step, run inside the commit once the registry
+// has said which tracked events are fresh: per-key sums of the persistent
+// counters' steps in event order (so the floor is applied in order) and
+// per-(counter, scope, minute) bucket counts, each written once.
+func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projection {
+	return func(fresh []bool) uum.Projection {
+		c := counted{steps: map[string]int64{}, late: map[string]int64{}}
+		type ckey struct {
+			counter string
+			hash    [16]byte
+		}
+		sums := map[ckey]*rules.Sum{}
+		deltas := map[ckey]*uum.CounterDelta{}
+		var order []ckey
+		buckets := map[uum.BucketDelta]int64{} // Count zero in the key
+		var border []uum.BucketDelta
+		horizon := now.Add(-d.retention)
+		for i, t := range b.tracked {
+			if !fresh[i] {
+				continue
+			}
+			e := t.TrackedEvent
+			if c.oldest.IsZero() || e.OccurredAt.Before(c.oldest) {
+				c.oldest = e.OccurredAt
+			}
+			for _, s := range d.counters.Steps(e) {
+				k := ckey{s.Counter.Name, s.Key.Hash}
+				if sums[k] == nil {
+					sums[k] = &rules.Sum{}
+					deltas[k] = &uum.CounterDelta{Counter: s.Counter.Name, Key: s.Key.Hash[:], Dimensions: s.Key.Canonical, Floor: s.Counter.FloorAtZero}
+					order = append(order, k)
+				}
+				sums[k].Add(s.Delta)
+				c.steps[s.Counter.Name]++
+			}
+			for _, w := range d.counters.Windows(e) {
+				if e.OccurredAt.Before(horizon) {
+					c.tooLate++
+					continue
+				}
+				if e.OccurredAt.Before(now.Add(-w.Window)) {
+					c.late[w.Name]++
+				}
+				minute := e.OccurredAt.Unix() / 60 // occurred_at is never before 1970
+				scopes := []string{""}
+				if e.OrgID != "" {
+					scopes = append(scopes, e.OrgID)
+				}
+				for _, scope := range scopes {
+					k := uum.BucketDelta{Counter: w.Name, Scope: scope, Minute: minute}
+					if _, ok := buckets[k]; !ok {
+						border = append(border, k)
+					}
+					buckets[k]++
+				}
+			}
+		}
+		var p uum.Projection
+		for _, k := range order {
+			delta := deltas[k]
+			delta.Total, delta.Lift = sums[k].Total, sums[k].Lift()
+			p.Counters = append(p.Counters, *delta)
+		}
+		for _, k := range border {
+			k.Count = buckets[k]
+			p.Buckets = append(p.Buckets, k)
+		}
+		b.counted = c
+		return p
+	}
+}
+
+// reportCounted emits the counters' metrics and logs the duplicates of a
+// committed batch.
+func (d *Drainer) reportCounted(ctx context.Context, b *batch, now time.Time) {
+	c := b.counted
+	for name, n := range c.steps {
+		_ = d.stats.Count(MetricCounterUpdates, n, []string{"counter:" + name}, 1)
+	}
+	for name, n := range c.late {
+		_ = d.stats.Count(MetricLateEvents, n, []string{"counter:" + name}, 1)
+	}
+	if c.tooLate > 0 {
+		_ = d.stats.Count(MetricTooLateEvents, c.tooLate, nil, 1)
+	}
+	if !c.oldest.IsZero() {
+		_ = d.stats.Gauge(MetricProjectionLag, now.Sub(c.oldest).Seconds(), nil, 1)
+	}
+	if n := len(b.result.Duplicates); n > 0 {
+		_ = d.stats.Count(MetricDuplicateDropped, int64(n), nil, 1)
+	}
+	for _, dup := range b.result.Duplicates {
+		e := b.tracked[dup.Index].TrackedEvent
+		steps := d.counters.Steps(e)
+		if len(steps) == 0 {
+			d.logger.InfoContext(ctx, "duplicate event dropped", "eventId", e.ID, "type", e.Type,
+				"first_seen_at", dup.FirstSeenAt, "result", "DROPPED_DUPLICATE")
+		}
+		for _, s := range steps {
+			d.logger.InfoContext(ctx, "duplicate event dropped", "counterName", s.Counter.Name,
+				"dimensionKey", hex.EncodeToString(s.Key.Hash[:]), "eventId", e.ID, "op", opName(s.Delta),
+				"first_seen_at", dup.FirstSeenAt, "result", "DROPPED_DUPLICATE")
+		}
+	}
+}
+
+func opName(delta int64) string {
+	if delta < 0 {
+		return "DEC"
+	}
+	return "INC"
+}
+
+// TaskPruneBuckets is the asynq task type of the hourly deletion of minute
+// buckets older than the window retention.
+const TaskPruneBuckets = "uum:prune_buckets"
+
+// BucketPruner deletes minute buckets; *store.Store satisfies it.
+type BucketPruner interface {
+	DeleteBucketsBefore(ctx context.Context, minute int64) (int64, error)
+}
+
+// PruneBuckets deletes the minute buckets older than retention at now.
+func PruneBuckets(ctx context.Context, st BucketPruner, retention time.Duration, now time.Time, logger *slog.Logger) error {
+	n, err := st.DeleteBucketsBefore(ctx, now.Add(-retention).Unix()/60)
+	if err != nil {
+		return err
+	}
+	logger.InfoContext(ctx, "old window buckets deleted", "deleted", n, "retention", retention.String())
+	return nil
+}

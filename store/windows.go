@@ -1,0 +1,77 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/uumhq/uum"
+)
+
+// ApplyBuckets adds one batch's counts to the minute buckets, one row
+// write per (counter, scope, minute), in key order.
+func ApplyBuckets(ctx context.Context, db DBTX, deltas []uum.BucketDelta) error {
+	if len(deltas) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(deltas)
+	slices.SortFunc(sorted, func(a, b uum.BucketDelta) int {
+		return cmp.Or(cmp.Compare(a.Counter, b.Counter), cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Minute, b.Minute))
+	})
+	n := len(sorted)
+	names, scopes := make([]string, n), make([]string, n)
+	minutes, counts := make([]int64, n), make([]int64, n)
+	for i, d := range sorted {
+		names[i], scopes[i], minutes[i], counts[i] = d.Counter, d.Scope, d.Minute, d.Count
+	}
+	_, err := db.Exec(ctx, `
+		INSERT INTO window_buckets AS w (counter_name, scope, minute, count)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+		ON CONFLICT (counter_name, scope, minute) DO UPDATE SET count = w.count + EXCLUDED.count`,
+		names, scopes, minutes, counts)
+	if err != nil {
+		return fmt.Errorf("apply buckets: %w", err)
+	}
+	return nil
+}
+
+// markCounted records that this transaction changed counters: the as_of
+// of reads.
+func markCounted(ctx context.Context, db DBTX) error {
+	_, err := db.Exec(ctx, `
+		INSERT INTO counter_commits (singleton, committed_at) VALUES (true, now())
+		ON CONFLICT (singleton) DO UPDATE SET committed_at = now()`)
+	if err != nil {
+		return fmt.Errorf("mark counted: %w", err)
+	}
+	return nil
+}
+
+// DeleteBucketsBefore deletes the minute buckets before minute, the
+// retention horizon, and returns how many it deleted.
+func (s *Store) DeleteBucketsBefore(ctx context.Context, minute int64) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM window_buckets WHERE minute < $1`, minute)
+	if err != nil {
+		return 0, fmt.Errorf("delete old buckets: %w", interpret(err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// WindowCount returns the sum of counter's buckets in scope from minute
+// from on, and the as_of time (zero if nothing was ever counted).
+func (s *Store) WindowCount(ctx context.Context, counter, scope string, from int64) (int64, *time.Time, error) {
+	var (
+		n    int64
+		asOf *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT COALESCE((SELECT sum(count) FROM window_buckets
+		                 WHERE counter_name = $1 AND scope = $2 AND minute >= $3), 0)::bigint,
+		       (SELECT committed_at FROM counter_commits)`, counter, scope, from).Scan(&n, &asOf)
+	if err != nil {
+		return 0, nil, fmt.Errorf("window count: %w", interpret(err))
+	}
+	return n, asOf, nil
+}
