@@ -276,8 +276,18 @@ func TestWindowCounters(t *testing.T) {
 		// An hour later, both are out of the window: an idle hour reads 0.
 		require.Equal(t, int64(0), b.window(t, "artifacts_received_1h", "o", now.Add(time.Hour)))
 		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM event_registry WHERE event_id = 'out'`))
-		ms := b.stats.Metrics(t)
-		require.Equal(t, float64(1), statsdtest.Sum(ms, processor.MetricLateEvents, "counter:artifacts_received_1h"), "the 60-minute-old event is late")
+	})
+
+	t.Run("LateEventsLandInTheirMinuteAndAreCounted", func(t *testing.T) {
+		t.Parallel()
+		b := setupCounting(t)
+		now := time.Now()
+		b.track(t, received("recent", "o", now.Add(-10*time.Minute)), received("late", "o", now.Add(-2*time.Hour)))
+		b.drain(t)
+		require.Equal(t, float64(1), statsdtest.Sum(b.stats.Metrics(t), processor.MetricLateEvents, "counter:artifacts_received_1h"))
+		n, _, err := b.store.WindowCount(context.Background(), "artifacts_received_1h", "o", now.Add(-3*time.Hour).Unix()/60)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n, "the late event has its own bucket")
 	})
 
 	t.Run("YearBoundary", func(t *testing.T) {
