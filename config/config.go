@@ -8,9 +8,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
 )
@@ -26,10 +29,12 @@ import (
 // constructor of the component it is named for.
 //
 // The fields of the components carry their variable in an env tag, its
-// default in envDefault and its description in desc; Vars reads them there.
+// default in envDefault, its description in desc and, when only one binary
+// reads it, that binary in bin ("api" or "processor"); Vars reads them there.
 type Config struct {
 	Redis      Redis
 	Database   Database
+	Log        Log
 	Processor  Processor
 	Cache      Cache
 	Events     Events
@@ -52,27 +57,50 @@ type Redis struct {
 type Database struct {
 	// URL is a postgres:// or postgresql:// connection URL.
 	URL string `env:"UUM_DATABASE_URL" envDefault:"postgres://127.0.0.1:5432/uum?sslmode=disable" desc:"Postgres URL (postgres:// or postgresql://)."`
+	// Schema holds every uum table and uum's migration history; it is
+	// created if missing. Empty means "public".
+	Schema string `env:"UUM_DATABASE_SCHEMA" envDefault:"public" desc:"Postgres schema of uum's tables and migration history (created if missing)."`
+}
+
+// DefaultSchema is the schema an empty Database.Schema means.
+const DefaultSchema = "public"
+
+// SchemaName returns Schema, or DefaultSchema if it is empty.
+func (d Database) SchemaName() string {
+	if d.Schema == "" {
+		return DefaultSchema
+	}
+	return d.Schema
+}
+
+// Log configures the process log.
+type Log struct {
+	// Level is the least severe level logged; the zero value is info.
+	Level slog.Level `env:"UUM_LOG_LEVEL" envDefault:"info" desc:"Least severe log level written: debug, info, warn or error."`
 }
 
 // Processor configures the drain that moves buffered events to Postgres.
 type Processor struct {
 	// BatchSize is the most events one drain iteration reads.
-	BatchSize int `env:"UUM_BATCH_SIZE" envDefault:"500" desc:"Events read from the buffer per drain iteration."`
+	BatchSize int `env:"UUM_BATCH_SIZE" envDefault:"500" bin:"processor" desc:"Events read from the buffer per drain iteration."`
 	// MaxIterations caps the iterations of one drain run.
-	MaxIterations int `env:"UUM_MAX_ITERATIONS" envDefault:"20" desc:"Most iterations per drain run."`
+	MaxIterations int `env:"UUM_MAX_ITERATIONS" envDefault:"20" bin:"processor" desc:"Most iterations per drain run."`
 	// MaxQueueDepth is the buffer length above which a drain reports an
 	// overflow.
-	MaxQueueDepth int `env:"UUM_MAX_QUEUE_DEPTH" envDefault:"10000" desc:"Buffer length above which a drain reports a queue overflow."`
+	MaxQueueDepth int `env:"UUM_MAX_QUEUE_DEPTH" envDefault:"10000" bin:"processor" desc:"Buffer length above which a drain reports a queue overflow."`
 	// DrainInterval is the time between drain runs.
-	DrainInterval time.Duration `env:"UUM_DRAIN_INTERVAL" envDefault:"10m" desc:"Time between drain runs (at least 1s)."`
+	DrainInterval time.Duration `env:"UUM_DRAIN_INTERVAL" envDefault:"10m" bin:"processor" desc:"Time between drain runs (at least 1s)."`
 	// MaxRetry is how often a failed drain run is retried; 0 never retries.
-	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" desc:"Retries of a failed drain run (0 for none)."`
+	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" bin:"processor" desc:"Retries of a failed drain run (0 for none)."`
 	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
-	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"30s" desc:"Lifetime of the drain lease (at least 1s)."`
+	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"30s" bin:"processor" desc:"Lifetime of the drain lease (at least 1s)."`
 	// MaxEventNames caps the distinct event names the drain registers;
 	// entries with new names beyond it are dead-lettered. Zero means the
 	// default, 10,000.
-	MaxEventNames int `env:"UUM_MAX_EVENT_NAMES" envDefault:"10000" desc:"Most distinct event names the drain registers; entries with new names beyond it are dead-lettered (set UUM_EVENT_NAMES in production)."`
+	MaxEventNames int `env:"UUM_MAX_EVENT_NAMES" envDefault:"10000" bin:"processor" desc:"Most distinct event names the drain registers; entries with new names beyond it are dead-lettered (set UUM_EVENT_NAMES in production)."`
+	// HealthAddr is the host:port of the processor's /healthz and /readyz;
+	// empty serves none.
+	HealthAddr string `env:"UUM_PROCESSOR_HEALTH_ADDR" bin:"processor" desc:"Listen address of the processor's /healthz and /readyz (host:port); empty serves none."`
 }
 
 // Cache configures the Redis cache of (user, event) pairs already counted.
@@ -89,7 +117,7 @@ type Events struct {
 	// Disabled turns event logging off: logging then validates its input
 	// and buffers nothing. It is set by UUM_ENABLED=false; its zero value
 	// keeps logging on, the documented default.
-	Disabled bool `env:"UUM_ENABLED" envDefault:"true" invert:"true" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
+	Disabled bool `env:"UUM_ENABLED" envDefault:"true" invert:"true" bin:"api" desc:"Whether events are logged (true/false, 1/0, yes/no)."`
 	// Names is the allow-list of event names; empty allows any valid name.
 	Names []string `env:"UUM_EVENT_NAMES" desc:"Comma-separated allowed event names; empty allows any valid name."`
 	// TrackedFacilityIDs are the 3-digit Oracle Health facility ids that get
@@ -100,11 +128,11 @@ type Events struct {
 	FacilityTrackedEvents []string `env:"UUM_FACILITY_TRACKED_EVENTS" desc:"Comma-separated event names (at most 38 characters) that get facility variants."`
 	// PushTimeout bounds the Redis push of one logging call; zero means
 	// 50ms.
-	PushTimeout time.Duration `env:"UUM_PUSH_TIMEOUT" envDefault:"50ms" desc:"Time limit of the Redis push of one logging call."`
+	PushTimeout time.Duration `env:"UUM_PUSH_TIMEOUT" envDefault:"50ms" bin:"api" desc:"Time limit of the Redis push of one logging call."`
 	// ReadTimeout bounds each Redis call of a lookup (the seen-cache read
 	// and write-back of EventLogged); past it the lookup asks Postgres.
 	// Zero means 100ms.
-	ReadTimeout time.Duration `env:"UUM_READ_TIMEOUT" envDefault:"100ms" desc:"Time limit of each Redis call of an event lookup; past it the lookup asks Postgres."`
+	ReadTimeout time.Duration `env:"UUM_READ_TIMEOUT" envDefault:"100ms" bin:"api" desc:"Time limit of each Redis call of an event lookup; past it the lookup asks Postgres."`
 }
 
 // MaxFacilityTrackedEventLen is the longest event name that can get
@@ -115,10 +143,10 @@ const MaxFacilityTrackedEventLen = uum.MaxNameLen - len("_oh_site_000")
 // API configures the HTTP API.
 type API struct {
 	// Addr is the host:port the API listens on.
-	Addr string `env:"UUM_API_ADDR" envDefault:"127.0.0.1:8080" desc:"Listen address of the HTTP API (host:port)."`
+	Addr string `env:"UUM_API_ADDR" envDefault:"127.0.0.1:8080" bin:"api" desc:"Listen address of the HTTP API (host:port)."`
 	// Tokens are the bearer tokens the API accepts; with none, every
 	// authenticated request gets 401.
-	Tokens []Token `env:"UUM_API_TOKENS" desc:"Comma-separated scope:token pairs, scope ingest, read or admin, token at least 16 characters; empty rejects every request."`
+	Tokens []Token `env:"UUM_API_TOKENS" bin:"api" desc:"Comma-separated scope:token pairs, scope ingest, read or admin, token at least 16 characters; empty rejects every request."`
 }
 
 // Token is a bearer token and the scope it grants: "ingest", "read" or
@@ -140,11 +168,19 @@ type Statsd struct {
 // statsdAddr is the one variable whose empty value differs from unset.
 const statsdAddr = "UUM_STATSD_ADDR"
 
+// The binaries that read the configuration, for LoadFor and VarsFor.
+const (
+	BinAPI       = "api"
+	BinProcessor = "processor"
+)
+
 // Var describes one configuration variable.
 type Var struct {
 	Name        string
 	Default     string
 	Description string
+	// Bin is the only binary that reads the variable; empty means both.
+	Bin string
 }
 
 // Vars returns every variable Load reads, in Config field order.
@@ -153,11 +189,28 @@ func Vars() []Var {
 	for component := range reflect.TypeFor[Config]().Fields() {
 		for f := range component.Type.Fields() {
 			if name := varName(f); name != "" {
-				vars = append(vars, Var{Name: name, Default: f.Tag.Get("envDefault"), Description: f.Tag.Get("desc")})
+				vars = append(vars, Var{Name: name, Default: f.Tag.Get("envDefault"), Description: f.Tag.Get("desc"), Bin: f.Tag.Get("bin")})
 			}
 		}
 	}
 	return vars
+}
+
+// VarsFor returns the variables the binary bin (BinAPI or BinProcessor)
+// reads, in Config field order.
+func VarsFor(bin string) []Var {
+	var vars []Var
+	for _, v := range Vars() {
+		if v.Bin == "" || v.Bin == bin {
+			vars = append(vars, v)
+		}
+	}
+	return vars
+}
+
+// IsVar reports whether name is a variable of either binary.
+func IsVar(name string) bool {
+	return slices.ContainsFunc(Vars(), func(v Var) bool { return v.Name == name })
 }
 
 // varName returns the variable of a component field, or "" if it has none.
@@ -197,8 +250,20 @@ func (e *Error) Error() string {
 // an *Error, sorted by variable name and joined with errors.Join, so the
 // error text has one line per problem.
 func Load(lookup func(string) (string, bool)) (Config, error) {
+	return load(lookup, Vars())
+}
+
+// LoadFor is Load for the binary bin (BinAPI or BinProcessor): it reads
+// and checks only the variables that binary reads, leaving the fields of
+// the others at their defaults, so a bad value meant for the other binary
+// does not stop this one.
+func LoadFor(bin string, lookup func(string) (string, bool)) (Config, error) {
+	return load(lookup, VarsFor(bin))
+}
+
+func load(lookup func(string) (string, bool), vars []Var) (Config, error) {
 	environ := make(map[string]string) // never nil: nil makes env read os.Environ
-	for _, v := range Vars() {
+	for _, v := range vars {
 		if s, ok := lookup(v.Name); ok && strings.TrimSpace(s) != "" {
 			environ[v.Name] = strings.TrimSpace(s)
 		}
@@ -395,8 +460,15 @@ const (
 )
 
 func (c Config) validate(r *report) {
-	r.checkURL("UUM_REDIS_URL", validRedisURL(c.Redis.URL), "must be a redis:// or rediss:// URL with an optional database number 0-15")
+	_, err := c.Redis.Options()
+	r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
+	r.check("UUM_DATABASE_SCHEMA", c.Database.Schema == "" || schemaName.MatchString(c.Database.Schema) && !strings.HasPrefix(c.Database.Schema, "pg_"),
+		"must be a lowercase identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 characters)")
+	// slog's parser, which env uses, also takes offsets like "info+2",
+	// which the README does not promise.
+	level := strings.ToLower(r.environ["UUM_LOG_LEVEL"])
+	r.check("UUM_LOG_LEVEL", slices.Contains([]string{"", "debug", "info", "warn", "error"}, level), "must be debug, info, warn or error")
 	c.Processor.validate(r)
 	r.check("UUM_CACHE_TTL", c.Cache.TTL >= time.Second, atLeastSecond)
 	r.check("UUM_CACHE_BUCKETS", c.Cache.Buckets > 0 && c.Cache.Buckets <= 1<<24, "must be an integer from 1 to 16777216")
@@ -416,7 +488,12 @@ func (p Processor) validate(r *report) {
 	r.check("UUM_DRAIN_MAX_RETRY", p.MaxRetry >= 0, "must be a non-negative integer")
 	r.check("UUM_DRAIN_LEASE_TTL", p.LeaseTTL >= time.Second, atLeastSecond)
 	r.check("UUM_MAX_EVENT_NAMES", p.MaxEventNames > 0, positiveInt)
+	r.check("UUM_PROCESSOR_HEALTH_ADDR", p.HealthAddr == "" || validHostPort(p.HealthAddr), hostPort)
 }
+
+// schemaName is an identifier Postgres takes unquoted, so the schema is
+// the same whether or not an operator quotes it in psql.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 func (e Events) validate(r *report) {
 	// Only a value parseBool rejected fails this check.
@@ -469,19 +546,28 @@ func validURL(s string, schemes ...string) bool {
 	return err == nil && slices.Contains(schemes, u.Scheme) && u.Opaque == ""
 }
 
-// validRedisURL reports whether s is a URL go-redis accepts: a host and at
-// most a database number 0-15 as its path.
-func validRedisURL(s string) bool {
-	if !validURL(s, "redis", "rediss") {
-		return false
+// Options parses URL with go-redis's parser, the one every Redis client of
+// the service is made from (asynq's too), so the user name, database and
+// URL options reach all of them. It also requires a host and a database
+// 0-15, and turns on ContextTimeoutEnabled so that context deadlines bound
+// every command. Each call returns new Options.
+func (r Redis) Options() (*redis.Options, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis url: %w", err)
 	}
-	u, _ := url.Parse(s)
-	db := strings.TrimPrefix(u.Path, "/")
-	if db == "" {
-		return u.Host != ""
+	if u.Host == "" || u.Opaque != "" {
+		return nil, errors.New("parse redis url: no host")
 	}
-	n, err := strconv.Atoi(db)
-	return u.Host != "" && err == nil && n >= 0 && n <= 15
+	opt, err := redis.ParseURL(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis url: %w", err)
+	}
+	if opt.DB < 0 || opt.DB > 15 {
+		return nil, fmt.Errorf("parse redis url: database %d is not 0-15", opt.DB)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
 }
 
 // validHostPort reports whether s is host:port with a numeric port; the

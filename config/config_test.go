@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func load(t *testing.T, environ map[string]string) config.Config {
 
 var defaults = config.Config{
 	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
-	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable"},
+	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", Schema: "public"},
 	Processor: config.Processor{
 		BatchSize:     500,
 		MaxIterations: 20,
@@ -77,6 +78,9 @@ func TestLoad(t *testing.T) {
 			"UUM_REDIS_URL":               "rediss://:secret@redis.internal:6380/15",
 			"UUM_KEY_PREFIX":              "test:",
 			"UUM_DATABASE_URL":            "postgresql://uum:pw@db.internal/uum",
+			"UUM_DATABASE_SCHEMA":         "uum_app",
+			"UUM_LOG_LEVEL":               "error",
+			"UUM_PROCESSOR_HEALTH_ADDR":   "127.0.0.1:0",
 			"UUM_BATCH_SIZE":              " 1000 ",
 			"UUM_MAX_ITERATIONS":          "150",
 			"UUM_MAX_QUEUE_DEPTH":         "1",
@@ -99,7 +103,8 @@ func TestLoad(t *testing.T) {
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
-			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum"},
+			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app"},
+			Log:      config.Log{Level: slog.LevelError},
 			Processor: config.Processor{
 				BatchSize:     1000,
 				MaxIterations: 150,
@@ -108,6 +113,7 @@ func TestLoad(t *testing.T) {
 				MaxRetry:      0,
 				LeaseTTL:      90 * time.Second,
 				MaxEventNames: 10000,
+				HealthAddr:    "127.0.0.1:0",
 			},
 			Cache: config.Cache{TTL: 24 * time.Hour, Buckets: 1024},
 			Events: config.Events{
@@ -231,13 +237,22 @@ func TestLoadRejects(t *testing.T) {
 			cases = append(cases, testCase{name, value, name + `: must be host:port, got "` + value + `"`})
 		}
 	}
-	const redisReason = `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "`
-	for _, value := range []string{"localhost:6379", "http://localhost", "redis://", "redis:///0", "redis://h/16", "redis://h/-1", "redis://h/x", "redis://h/0/1", "redis://h:port"} {
+	const redisReason = `UUM_REDIS_URL: must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options, got "`
+	for _, value := range []string{"localhost:6379", "http://localhost", "redis://", "redis:///0", "redis://h/16", "redis://h/-1", "redis://h/x", "redis://h/0/1", "redis://h:port", "redis://h/0?bogus_option=1", "redis://h/0?dial_timeout=abc"} {
 		cases = append(cases, testCase{"UUM_REDIS_URL", value, redisReason + value + `"`})
 	}
 	const databaseReason = `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "`
 	for _, value := range []string{"mysql://h/db", "127.0.0.1:5432", "postgres:db", "postgres://h:port/db"} {
 		cases = append(cases, testCase{"UUM_DATABASE_URL", value, databaseReason + value + `"`})
+	}
+	for _, value := range []string{"Uum", "1uum", "uum-x", "pg_uum", "uum.x", strings.Repeat("u", 64)} {
+		cases = append(cases, testCase{"UUM_DATABASE_SCHEMA", value, `UUM_DATABASE_SCHEMA: must be a lowercase identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 characters), got "` + value + `"`})
+	}
+	for _, value := range []string{"verbose", "info+2", "-4", "warning"} {
+		cases = append(cases, testCase{"UUM_LOG_LEVEL", value, `UUM_LOG_LEVEL: must be debug, info, warn or error, got "` + value + `"`})
+	}
+	for _, value := range []string{"localhost", ":http"} {
+		cases = append(cases, testCase{"UUM_PROCESSOR_HEALTH_ADDR", value, `UUM_PROCESSOR_HEALTH_ADDR: must be host:port, got "` + value + `"`})
 	}
 	cases = append(cases,
 		testCase{"UUM_API_TOKENS", "read:" + ingestToken + ",write:" + ingestToken, `UUM_API_TOKENS: invalid scope "write" in entry 2: must be ingest, read or admin`},
@@ -296,8 +311,8 @@ func TestLoadHidesSecrets(t *testing.T) {
 		value string
 		want  string
 	}{
-		{"UUM_REDIS_URL", "redis://:hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "redis://xxxxx@h/99"`},
-		{"UUM_REDIS_URL", "redis://hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "redis://xxxxx@h/99"`},
+		{"UUM_REDIS_URL", "redis://:hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options, got "redis://xxxxx@h/99"`},
+		{"UUM_REDIS_URL", "redis://hunter2@h/99", `UUM_REDIS_URL: must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options, got "redis://xxxxx@h/99"`},
 		{"UUM_DATABASE_URL", "mysql://u:hunter2@h/db", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "mysql://xxxxx@h/db"`},
 		{"UUM_DATABASE_URL", "postgres://u:hunter2%zz@h/db", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "postgres://xxxxx@h/db"`},
 		{"UUM_DATABASE_URL", "u:hunter2@h", `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "xxxxx@h"`},
@@ -368,7 +383,7 @@ func TestValidate(t *testing.T) {
 		require.EqualError(t, cfg.Validate(), strings.Join([]string{
 			`UUM_API_TOKENS: token in entry 1 must be at least 16 characters`,
 			`UUM_BATCH_SIZE: must be a positive integer, got "-1"`,
-			`UUM_REDIS_URL: must be a redis:// or rediss:// URL with an optional database number 0-15, got "localhost:6379"`,
+			`UUM_REDIS_URL: must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options, got "localhost:6379"`,
 			`UUM_TRACKED_FACILITY_IDS: invalid facility id "75": must be 3 digits`,
 		}, "\n"))
 	})
@@ -420,5 +435,88 @@ func TestVars(t *testing.T) {
 			}
 		}
 		require.Equal(t, defaults, load(t, environ))
+	})
+}
+
+func TestLoadFor(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EachBinaryChecksOnlyWhatItReads", func(t *testing.T) {
+		t.Parallel()
+		environ := map[string]string{
+			"UUM_BATCH_SIZE":   "0",        // the processor's
+			"UUM_API_TOKENS":   "nonsense", // the api's
+			"UUM_PUSH_TIMEOUT": "0",        // the api's
+		}
+		cfg, err := config.LoadFor(config.BinAPI, lookup(environ))
+		require.EqualError(t, err, "UUM_API_TOKENS: entry 1 must be scope:token\n"+`UUM_PUSH_TIMEOUT: must be a positive duration, got "0"`)
+		require.Equal(t, config.Config{}, cfg)
+
+		_, err = config.LoadFor(config.BinProcessor, lookup(environ))
+		require.EqualError(t, err, `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+	})
+
+	t.Run("BothCheckTheEventNameSettings", func(t *testing.T) {
+		t.Parallel()
+		for _, bin := range []string{config.BinAPI, config.BinProcessor} {
+			_, err := config.LoadFor(bin, lookup(map[string]string{"UUM_EVENT_NAMES": "Login", "UUM_DATABASE_SCHEMA": "X"}))
+			require.ErrorContains(t, err, "UUM_EVENT_NAMES", bin)
+			require.ErrorContains(t, err, "UUM_DATABASE_SCHEMA", bin)
+		}
+	})
+
+	t.Run("VarsForListsWhatEachReads", func(t *testing.T) {
+		t.Parallel()
+		names := func(bin string) []string {
+			var n []string
+			for _, v := range config.VarsFor(bin) {
+				n = append(n, v.Name)
+			}
+			return n
+		}
+		api, proc := names(config.BinAPI), names(config.BinProcessor)
+		require.Contains(t, api, "UUM_API_TOKENS")
+		require.NotContains(t, api, "UUM_BATCH_SIZE")
+		require.NotContains(t, api, "UUM_PROCESSOR_HEALTH_ADDR")
+		require.Contains(t, proc, "UUM_PROCESSOR_HEALTH_ADDR")
+		require.NotContains(t, proc, "UUM_API_TOKENS")
+		require.NotContains(t, proc, "UUM_ENABLED")
+		for _, both := range []string{"UUM_REDIS_URL", "UUM_DATABASE_SCHEMA", "UUM_LOG_LEVEL", "UUM_EVENT_NAMES", "UUM_FACILITY_TRACKED_EVENTS"} {
+			require.Contains(t, api, both)
+			require.Contains(t, proc, both)
+		}
+	})
+}
+
+func TestRedisOptions(t *testing.T) {
+	t.Parallel()
+
+	t.Run("KeepsUserDatabaseAndOptions", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{"UUM_REDIS_URL": "redis://alice:s3cret@h:6380/3?client_name=uum&dial_timeout=2s"})
+		opt, err := cfg.Redis.Options()
+		require.NoError(t, err)
+		require.Equal(t, "alice", opt.Username)
+		require.Equal(t, "s3cret", opt.Password)
+		require.Equal(t, "h:6380", opt.Addr)
+		require.Equal(t, 3, opt.DB)
+		require.Equal(t, "uum", opt.ClientName)
+		require.Equal(t, 2*time.Second, opt.DialTimeout)
+		require.True(t, opt.ContextTimeoutEnabled)
+	})
+
+	t.Run("TrailingSlashIsDatabaseZero", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{"UUM_REDIS_URL": "redis://h/"})
+		opt, err := cfg.Redis.Options()
+		require.NoError(t, err)
+		require.Equal(t, 0, opt.DB)
+		require.Equal(t, "h:6379", opt.Addr)
+	})
+
+	t.Run("LevelsParse", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, slog.LevelWarn, load(t, map[string]string{"UUM_LOG_LEVEL": "WARN"}).Log.Level)
+		require.Equal(t, slog.LevelDebug, load(t, map[string]string{"UUM_LOG_LEVEL": "debug"}).Log.Level)
 	})
 }

@@ -82,8 +82,11 @@ type Summary struct {
 	DBInserts       int   `json:"db_inserts"`
 	DeadLettered    int   `json:"dead_lettered"`
 	QueueDepth      int64 `json:"queue_depth"`
-	DurationMS      int64 `json:"duration_ms"`
-	Skipped         bool  `json:"skipped"`
+	// Backlog says entries were left in the buffer when the run ended
+	// (QueueDepth > 0): the iteration cap, a skipped run or a time limit.
+	Backlog    bool  `json:"backlog"`
+	DurationMS int64 `json:"duration_ms"`
+	Skipped    bool  `json:"skipped"`
 }
 
 // Drainer drains one buffer. Runs of one Drainer, or of drainers in other
@@ -154,8 +157,10 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 	parent := ctx
 	lease, err := d.buf.Acquire(ctx, d.cfg.LeaseTTL)
 	if errors.Is(err, uum.ErrLeaseHeld) {
-		d.logger.InfoContext(ctx, "drain skipped: lease held by another drainer")
-		return Summary{Skipped: true}, nil
+		sum := Summary{Skipped: true}
+		d.measureDepth(ctx, &sum)
+		d.logger.InfoContext(ctx, "drain skipped: lease held by another drainer", "queue_depth", sum.QueueDepth)
+		return sum, nil
 	}
 	if shuttingDown(parent, err) {
 		d.logger.InfoContext(ctx, "drain stopped: shutting down", "iterations", 0, "total_events_processed", 0)
@@ -489,11 +494,7 @@ const rejectedReason = "rejected by the database: "
 
 // report emits the run gauges and logs the run.
 func (d *Drainer) report(ctx context.Context, sum *Summary) {
-	if depth, err := d.buf.Len(ctx); err == nil {
-		sum.QueueDepth = depth
-	} else {
-		d.logger.WarnContext(ctx, "buffer length after drain", "error", err)
-	}
+	d.measureDepth(ctx, sum)
 	_ = d.stats.Gauge(MetricIterations, float64(sum.Iterations), nil, 1)
 	_ = d.stats.Gauge(MetricEventsProcessed, float64(sum.EventsProcessed), nil, 1)
 	_ = d.stats.Gauge(MetricDBQueries, float64(sum.DBQueries), nil, 1)
@@ -505,6 +506,17 @@ func (d *Drainer) report(ctx context.Context, sum *Summary) {
 		"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed,
 		"total_db_queries", sum.DBQueries, "total_db_inserts", sum.DBInserts,
 		"dead_lettered", sum.DeadLettered, "queue_depth", sum.QueueDepth, "job_duration_ms", sum.DurationMS)
+}
+
+// measureDepth sets the summary's QueueDepth and Backlog from the buffer's
+// length now.
+func (d *Drainer) measureDepth(ctx context.Context, sum *Summary) {
+	depth, err := d.buf.Len(ctx)
+	if err != nil {
+		d.logger.WarnContext(ctx, "buffer length after drain", "error", err)
+		return
+	}
+	sum.QueueDepth, sum.Backlog = depth, depth > 0
 }
 
 // fail records a failed run and returns err for the caller to retry.

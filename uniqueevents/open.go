@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -58,11 +59,10 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	closers = append(closers, pool.Close)
 	st := store.New(pool)
 
-	ropt, err := redis.ParseURL(cfg.Redis.URL)
+	ropt, err := cfg.Redis.Options() // the one parser; context timeouts on
 	if err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
-	ropt.ContextTimeoutEnabled = true // the request path's bounds are contexts
 	ropt.MaxRetries = -1
 	rdb := redis.NewClient(ropt)
 	closers = append(closers, func() { _ = rdb.Close() })
@@ -98,6 +98,8 @@ func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
 	}
+	// uum's tables are in the configured schema (store.Migrate).
+	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.SchemaName()}.Sanitize()
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)

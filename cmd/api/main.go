@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/pipemetrics"
@@ -23,20 +25,30 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.LookupEnv, os.Stderr, nil)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, nil)
 	stop()
-	os.Exit(app.ExitStatus("api", err, os.Stderr))
+	os.Exit(app.ExitStatus(config.BinAPI, err, os.Stderr))
 }
+
+const about = `api serves the uum HTTP API: event ingestion into the Redis buffer,
+"was this event logged" lookups and the unique-user counts. It stops on
+SIGINT or SIGTERM after the requests in flight. Exit status: 0 after a
+clean stop, 1 on a failure, 2 on a usage or configuration error.`
 
 const (
 	// shutdownTimeout bounds how long in-flight requests get to finish.
 	shutdownTimeout = 10 * time.Second
 )
 
-// run serves until ctx is done. onListen, if set, gets the bound address
-// (tests listen on port 0).
-func run(ctx context.Context, lookup func(string) (string, bool), stderr io.Writer, onListen func(net.Addr)) error {
-	deps, err := app.Start(ctx, lookup, stderr)
+// run serves until ctx is done, configured by environ (os.Environ's
+// form); -h and -version print to stdout, logs go to stderr. onListen, if
+// set, gets the bound address (tests listen on port 0).
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, onListen func(net.Addr)) error {
+	fs := flag.NewFlagSet(config.BinAPI, flag.ContinueOnError)
+	if done, err := app.ParseFlags(fs, args, about, stdout, stderr); done || err != nil {
+		return err
+	}
+	deps, err := app.Start(ctx, config.BinAPI, environ, stderr)
 	if err != nil {
 		return err
 	}

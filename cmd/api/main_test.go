@@ -68,7 +68,7 @@ func (b *testBundle) start(t *testing.T) *server {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	s := &server{cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- run(ctx, b.Env.Lookup, b.logs, func(a net.Addr) { addr <- a }) }()
+	go func() { s.done <- run(ctx, nil, b.Env.Environ(), b.logs, b.logs, func(a net.Addr) { addr <- a }) }()
 	t.Cleanup(func() { _ = s.stop(t) })
 	select {
 	case a := <-addr:
@@ -171,13 +171,25 @@ func TestRun(t *testing.T) {
 	t.Run("ConfigErrorNamesVariable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.Env["UUM_BATCH_SIZE"] = "0"
+		b.Env["UUM_PUSH_TIMEOUT"] = "0"
 
-		err := run(t.Context(), b.Env.Lookup, b.logs, func(net.Addr) { t.Error("listened despite bad config") })
+		err := run(t.Context(), nil, b.Env.Environ(), b.logs, b.logs, func(net.Addr) { t.Error("listened despite bad config") })
 		var cerr *config.Error
 		require.ErrorAs(t, err, &cerr, "main exits 2 on a *config.Error")
-		require.Equal(t, "UUM_BATCH_SIZE", cerr.Var)
-		require.ErrorContains(t, err, `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+		require.Equal(t, "UUM_PUSH_TIMEOUT", cerr.Var)
+		require.ErrorContains(t, err, `UUM_PUSH_TIMEOUT: must be a positive duration, got "0"`)
+	})
+
+	t.Run("IgnoresTheProcessorsVariables", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.Env["UUM_BATCH_SIZE"] = "0"
+		b.Env["UUM_PROCESSOR_HEALTH_ADDR"] = "nonsense"
+		s := b.start(t)
+
+		status, _ := b.do(t, http.MethodGet, s.base+"/healthz", "", "")
+		require.Equal(t, http.StatusOK, status)
+		require.NotContains(t, b.logs.String(), "UUM_BATCH_SIZE", "not even an unknown-variable warning")
 	})
 
 	// A Redis that accepts connections and never answers: the lookup gives

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,14 +70,38 @@ func TestAPIBinary(t *testing.T) {
 	t.Run("ExitsTwoOnConfigError", func(t *testing.T) {
 		t.Parallel()
 		cmd := exec.CommandContext(t.Context(), bin)
-		cmd.Env = testenv.Env{"UUM_BATCH_SIZE": "0"}.Environ()
+		cmd.Env = testenv.Env{"UUM_PUSH_TIMEOUT": "0"}.Environ()
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit)
 		require.Equal(t, 2, exit.ExitCode())
-		require.Contains(t, stderr.String(), `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+		last := lastLogLine(t, stderr.String())
+		require.Equal(t, "api", last["bin"], "the fatal line is JSON naming the binary")
+		require.Equal(t, `UUM_PUSH_TIMEOUT: must be a positive duration, got "0"`, last["error"])
+	})
+
+	t.Run("VersionNamesTheRevision", func(t *testing.T) {
+		t.Parallel()
+		out, err := exec.CommandContext(t.Context(), bin, "-version").Output()
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(string(out), "api github.com/uumhq/uum "), "%q", out)
+		require.Contains(t, string(out), runtime.Version())
+		// The go tool's reading of the same build information is the
+		// oracle. It has no revision when the checkout is a git worktree
+		// (the go tool looks for a .git directory) or git is missing.
+		goTool, err := exec.LookPath("go")
+		require.NoError(t, err)
+		info, err := exec.CommandContext(t.Context(), goTool, "version", "-m", bin).Output()
+		require.NoError(t, err)
+		want := "revision unknown"
+		for line := range strings.Lines(string(info)) {
+			if rev, ok := strings.CutPrefix(strings.TrimSpace(line), "build\tvcs.revision="); ok {
+				want = "revision " + rev
+			}
+		}
+		require.Contains(t, string(out), want)
 	})
 }
 
@@ -86,7 +111,8 @@ func buildAPI(t *testing.T) string {
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go tool builds the api binary")
 	bin := filepath.Join(t.TempDir(), "api")
-	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/uumhq/uum/cmd/api")
+	// -buildvcs=auto: stamp the revision when git can, whatever GOFLAGS says.
+	cmd := exec.CommandContext(t.Context(), goTool, "build", "-buildvcs=auto", "-o", bin, "github.com/uumhq/uum/cmd/api")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go build cmd/api:\n%s", out)
 	return bin

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
@@ -27,32 +29,41 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(exitCode(err, os.Stderr))
 }
 
-// exitCode prints err and maps it to the exit status (see
-// app.ExitStatus); run wraps flag errors, -h included, in app.ErrUsage.
+// exitCode logs err and maps it to the exit status (see app.ExitStatus);
+// run wraps flag errors in app.ErrUsage.
 func exitCode(err error, stderr io.Writer) int {
-	return app.ExitStatus("processor", err, stderr)
+	return app.ExitStatus(config.BinProcessor, err, stderr)
 }
 
-func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("processor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+const about = `processor drains the uum event buffer (Redis) into Postgres. As a service
+it runs the periodic asynq drain every UUM_DRAIN_INTERVAL until SIGINT or
+SIGTERM; with -once it drains now, prints a JSON summary line on stdout and
+exits. Exit status: 0 ok, 1 failure (or a -once cut short by a signal),
+2 usage or configuration error.`
+
+// run drains as configured by environ (os.Environ's form); the -once
+// summary, -h and -version print to stdout, logs go to stderr.
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(config.BinProcessor, flag.ContinueOnError)
 	once := fs.Bool("once", false, "drain now, print a JSON summary and exit")
 	resetSeen := fs.Bool("reset-seen-cache", false, "invalidate the seen-cache (after Postgres lost committed rows) and exit")
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %w", app.ErrUsage, err)
+	untilEmpty := fs.Bool("until-empty", false, "with -once: drain run after run until the buffer is empty or -max-duration has passed")
+	maxDuration := fs.Duration("max-duration", defaultMaxDuration, "with -until-empty: stop starting batches after this long")
+	if done, err := app.ParseFlags(fs, args, about, stdout, stderr); done || err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", app.ErrUsage, fs.Args())
+	if err := checkDrainFlags(fs, *once, *untilEmpty, *maxDuration); err != nil {
+		return err
 	}
 	if *once && *resetSeen {
 		return fmt.Errorf("%w: -once and -reset-seen-cache exclude each other", app.ErrUsage)
 	}
-	deps, err := app.Start(ctx, lookup, stderr)
+	deps, err := app.Start(ctx, config.BinProcessor, environ, stderr)
 	if err != nil {
 		return err
 	}
@@ -74,7 +85,13 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
 
 	if *once {
-		sum, err := drainer.Drain(ctx)
+		drain := drainer.Drain
+		if *untilEmpty {
+			drain = func(ctx context.Context) (processor.Summary, error) {
+				return drainer.DrainUntilEmpty(ctx, *maxDuration)
+			}
+		}
+		sum, err := drain(ctx)
 		if err != nil {
 			return err
 		}
@@ -88,11 +105,7 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		}
 		return nil
 	}
-	redisOpt, err := asynq.ParseRedisURI(cfg.Redis.URL)
-	if err != nil {
-		return fmt.Errorf("UUM_REDIS_URL: %w", err)
-	}
-	svc := processor.NewService(redisOpt, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
+	svc := processor.NewService(asynqRedis{deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
 	rec := reconcile.New(deps.Store, deps.Stats, logger)
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
@@ -123,4 +136,36 @@ func resetSeenCache(ctx context.Context, deps *app.App, stdout io.Writer) error 
 	_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes stop using the old one within %s\n",
 		epoch, seencache.DefaultScopeRefresh)
 	return err
+}
+
+// defaultMaxDuration bounds -until-empty when -max-duration is not given.
+const defaultMaxDuration = 10 * time.Minute
+
+// checkDrainFlags rejects the combinations of the drain flags that mean
+// nothing.
+func checkDrainFlags(fs *flag.FlagSet, once, untilEmpty bool, maxDuration time.Duration) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	switch {
+	case untilEmpty && !once:
+		return fmt.Errorf("%w: -until-empty needs -once", app.ErrUsage)
+	case given["max-duration"] && !untilEmpty:
+		return fmt.Errorf("%w: -max-duration needs -until-empty", app.ErrUsage)
+	case maxDuration <= 0:
+		return fmt.Errorf("%w: -max-duration must be positive, got %s", app.ErrUsage, maxDuration)
+	}
+	return nil
+}
+
+// asynqRedis makes asynq's Redis clients from the options every other
+// client of the process is made from, so the ACL user name, database and
+// URL options of UUM_REDIS_URL reach asynq too (asynq's own URL parser
+// drops some). Each client is new: asynq closes the ones it makes.
+type asynqRedis struct{ opt *redis.Options }
+
+var _ asynq.RedisConnOpt = asynqRedis{}
+
+func (a asynqRedis) MakeRedisClient() any {
+	opt := *a.opt
+	return redis.NewClient(&opt)
 }

@@ -60,7 +60,7 @@ func newBundle(t *testing.T, stack testenv.Stack) *testBundle {
 
 func (b *testBundle) run(t *testing.T, args ...string) error {
 	t.Helper()
-	return run(t.Context(), args, b.Env.Lookup, b.stdout, b.stderr)
+	return run(t.Context(), args, b.Env.Environ(), b.stdout, b.stderr)
 }
 
 // once runs `processor -once` and returns the summary line decoded.
@@ -115,7 +115,7 @@ func TestRunOnce(t *testing.T) {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		require.Equal(t, []string{"db_inserts", "db_queries", "dead_lettered", "duration_ms",
+		require.Equal(t, []string{"backlog", "db_inserts", "db_queries", "dead_lettered", "duration_ms",
 			"events_processed", "iterations", "queue_depth", "skipped"}, keys)
 		require.Equal(t, false, sum["skipped"])
 		require.InDelta(t, 0, sum["iterations"], 0)
@@ -141,6 +141,7 @@ func TestRunOnce(t *testing.T) {
 			"db_inserts":       3.0,
 			"dead_lettered":    1.0,
 			"queue_depth":      0.0,
+			"backlog":          false,
 			"duration_ms":      sum["duration_ms"],
 			"skipped":          false,
 		}, sum)
@@ -170,7 +171,7 @@ func TestRunOnce(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, []string{"-once"}, b.Env.Lookup, b.stdout, b.stderr) }()
+		go func() { done <- run(ctx, []string{"-once"}, b.Env.Environ(), b.stdout, b.stderr) }()
 		require.Eventually(t, func() bool {
 			var n int // no require here: it would end Eventually's goroutine
 			err := b.Pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&n)
@@ -223,6 +224,8 @@ func TestRunOnce(t *testing.T) {
 
 		sum := b.once(t)
 		require.Equal(t, true, sum["skipped"])
+		require.InDelta(t, 1, sum["queue_depth"], 0, "the real depth, though skipped")
+		require.Equal(t, true, sum["backlog"])
 		require.Equal(t, int64(1), b.pending(t), "nothing is trimmed")
 		require.Zero(t, b.count(t, "SELECT count(*) FROM unique_user_events"))
 	})
@@ -241,7 +244,10 @@ func TestExitCode(t *testing.T) {
 		require.ErrorAs(t, err, &cerr)
 		var stderr bytes.Buffer
 		require.Equal(t, 2, exitCode(err, &stderr))
-		require.Contains(t, stderr.String(), `UUM_BATCH_SIZE: must be a positive integer, got "0"`)
+		last := lastLogLine(t, stderr.String())
+		require.Equal(t, `UUM_BATCH_SIZE: must be a positive integer, got "0"`, last["error"])
+		require.Equal(t, "processor", last["bin"])
+		require.Equal(t, "ERROR", last["level"])
 		require.Empty(t, b.stdout.String())
 	})
 
@@ -277,7 +283,7 @@ func TestExitCode(t *testing.T) {
 		var stderr bytes.Buffer
 		require.Equal(t, 2, exitCode(err, &stderr))
 		require.Contains(t, stderr.String(), "-bogus")
-		require.Contains(t, b.stderr.String(), "Usage of processor", "the flag set prints its usage")
+		require.Contains(t, b.stderr.String(), "Usage: processor", "the flag set prints its usage")
 	})
 
 	t.Run("UnexpectedArgumentIsTwo", func(t *testing.T) {
@@ -287,7 +293,7 @@ func TestExitCode(t *testing.T) {
 		err := b.run(t, "-once", "extra")
 		var stderr bytes.Buffer
 		require.Equal(t, 2, exitCode(err, &stderr))
-		require.Contains(t, stderr.String(), `"extra"`)
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], `"extra"`)
 	})
 
 	t.Run("PostgresFailureIsOne", func(t *testing.T) {
@@ -299,7 +305,9 @@ func TestExitCode(t *testing.T) {
 		require.Error(t, err)
 		var stderr bytes.Buffer
 		require.Equal(t, 1, exitCode(err, &stderr))
-		require.True(t, strings.HasPrefix(stderr.String(), "processor: "), stderr.String())
+		last := lastLogLine(t, stderr.String())
+		require.Equal(t, "processor", last["bin"])
+		require.Contains(t, last["error"], "127.0.0.1:1")
 		require.Empty(t, b.stdout.String())
 	})
 
@@ -322,7 +330,7 @@ func TestRunService(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
-		go func() { done <- run(ctx, nil, b.Env.Lookup, b.stdout, b.stderr) }()
+		go func() { done <- run(ctx, nil, b.Env.Environ(), b.stdout, b.stderr) }()
 
 		b.push(t, wire(userA, "mhv_rx_accessed"), wire(userB, "mhv_rx_accessed"), wire(userB, "mhv_inbox_accessed"))
 		// The conditions run off the test goroutine, so they must not
@@ -347,4 +355,13 @@ func TestRunService(t *testing.T) {
 		require.Contains(t, b.stderr.String(), `"msg":"processor stopping"`)
 		require.Empty(t, b.stdout.String(), "the service prints no summary")
 	})
+}
+
+// lastLogLine decodes the last line of a JSON log.
+func lastLogLine(t *testing.T, logs string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(logs, "\n"), "\n")
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &line), "a JSON line: %q", lines[len(lines)-1])
+	return line
 }

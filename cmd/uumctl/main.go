@@ -129,7 +129,7 @@ func helped(err error) error {
 
 // open starts the dependencies, logging to stderr.
 func (c *cli) open(ctx context.Context) (*app.App, error) {
-	return app.Start(ctx, c.lookup, c.stderr)
+	return app.StartLookup(ctx, "uumctl", c.lookup, c.stderr)
 }
 
 // print writes v as JSON with --json, else the rows as a table.

@@ -8,11 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -27,12 +27,15 @@ import (
 // App holds the opened dependencies.
 type App struct {
 	Config config.Config
-	Redis  redis.UniversalClient
-	Pool   *pgxpool.Pool
-	Store  *store.Store
-	Buffer *buffer.List
-	Seen   *seencache.Cache
-	Stats  statsd.ClientInterface
+	// RedisOptions are the parsed UUM_REDIS_URL every Redis client of the
+	// process is made from; Redis was made from a copy.
+	RedisOptions *redis.Options
+	Redis        redis.UniversalClient
+	Pool         *pgxpool.Pool
+	Store        *store.Store
+	Buffer       *buffer.List
+	Seen         *seencache.Cache
+	Stats        statsd.ClientInterface
 	// Pipeline reads and records the pipeline metrics.
 	Pipeline *pipemetrics.Metrics
 	// Counters are the counter definitions of UUM_COUNTERS_FILE; nil
@@ -54,6 +57,9 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if err != nil {
 		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
 	}
+	// Every connection resolves uum's tables in its schema, and Migrate
+	// migrates the schema the search_path names.
+	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.Database.SchemaName()}.Sanitize()
 	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -62,13 +68,12 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	a.Store = store.New(a.Pool)
 
-	ropt, err := redis.ParseURL(cfg.Redis.URL)
-	if err != nil {
+	if a.RedisOptions, err = cfg.Redis.Options(); err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
-	ropt.ContextTimeoutEnabled = true
 	redis.SetLogger(redisLogger{logger.With("component", "go-redis")})
-	a.Redis = redis.NewClient(ropt)
+	ropt := *a.RedisOptions
+	a.Redis = redis.NewClient(&ropt)
 	// Redis being down is a state to report, not a reason to refuse to
 	// start: the API answers 503 and /readyz says why, the drain fails and
 	// is retried, and both recover when Redis does. Postgres, above, is
@@ -90,12 +95,14 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	return a, nil
 }
 
-// redisLogger sends go-redis's internal messages (dial failures, pool
-// warnings) to the process's JSON log instead of plain lines on stderr.
+// redisLogger sends go-redis's internal messages to the process's JSON
+// log at debug level. They are mostly dial failures, one per attempt, that
+// the failing command returns to its caller anyway: at warn level a failed
+// drain printed a dozen of them before its own error.
 type redisLogger struct{ l *slog.Logger }
 
 func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
+	r.l.DebugContext(ctx, fmt.Sprintf(format, v...))
 }
 
 // redisPingTimeout bounds the start-up check of Redis.
@@ -129,26 +136,6 @@ func (a *App) Close() {
 	}
 }
 
-// Start loads the configuration through lookup, makes the JSON logger on
-// stderr and opens the dependencies: the common start of both binaries.
-// Configuration errors come back as *config.Error.
-func Start(ctx context.Context, lookup func(string) (string, bool), stderr io.Writer) (*App, error) {
-	cfg, err := config.Load(lookup)
-	if err != nil {
-		return nil, err
-	}
-	counters, err := LoadCounters(cfg.Counters)
-	if err != nil {
-		return nil, err
-	}
-	a, err := Open(ctx, cfg, Logger(stderr))
-	if err != nil {
-		return nil, err
-	}
-	a.Counters = counters
-	return a, nil
-}
-
 // LoadCounters loads the counter definitions of cfg, if any. A bad file is
 // a configuration error (exit status 2) naming the file, line and field.
 func LoadCounters(cfg config.Counters) (*rules.Set, error) {
@@ -162,28 +149,5 @@ func LoadCounters(cfg config.Counters) (*rules.Set, error) {
 	return set, nil
 }
 
-// ErrUsage marks a command-line usage error: exit status 2, like a
-// configuration error.
-var ErrUsage = errors.New("usage")
-
-// ExitStatus prints err, prefixed with the command's name, to stderr and
-// maps it to the exit status: 0 without error, 2 for configuration and
-// usage errors, 1 for everything else.
-func ExitStatus(name string, err error, stderr io.Writer) int {
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(stderr, name+":", err)
-	if _, ok := errors.AsType[*config.Error](err); ok || errors.Is(err, ErrUsage) {
-		return 2
-	}
-	return 1
-}
-
 // Log returns the logger the dependencies were opened with.
 func (a *App) Log() *slog.Logger { return a.logger }
-
-// Logger returns the process logger: JSON lines on w.
-func Logger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, nil))
-}

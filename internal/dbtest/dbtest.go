@@ -76,8 +76,21 @@ func admin(t testing.TB) *pgxpool.Pool {
 
 // Schema creates a fresh schema, migrates it and returns a pool whose
 // connections use it as search_path, and the schema's URL for code that
-// opens its own pool. Both are cleaned up when the test ends.
+// opens its own pool (the schema is its search_path parameter). Both are
+// cleaned up when the test ends.
 func Schema(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, u := EmptySchema(t)
+	if err := store.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool, u
+}
+
+// EmptySchema is Schema without the migrations.
+func EmptySchema(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -87,6 +100,7 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 	if _, err := admin(t).Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
+	t.Cleanup(func() { DropSchema(t, schema) })
 	u, err := url.Parse(URL())
 	if err != nil {
 		t.Fatalf("parse TEST_DATABASE_URL: %v", err)
@@ -103,18 +117,28 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		t.Fatalf("open pool: %v", err)
 	}
-	t.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin(t).Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
-	if err := store.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	t.Cleanup(pool.Close) // cleanups run last first: closed before the drop
 	return pool, u.String()
+}
+
+// SchemaOf returns the schema of a URL Schema returned.
+func SchemaOf(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("search_path")
+}
+
+// DropSchema drops schema and everything in it. Tests call it only for
+// schemas they created.
+func DropSchema(t testing.TB, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin(t).Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Logf("drop schema %s: %v", schema, err)
+	}
 }
 
 // ensureDatabase creates the database named in dbURL if it is missing.

@@ -80,11 +80,12 @@ func NewExclusive(t testing.TB) Stack {
 func newStack(pool *pgxpool.Pool, dbURL string, rdb *redis.Client, prefix, redisURL string) Stack {
 	return Stack{
 		Env: Env{
-			"UUM_DATABASE_URL": dbURL,
-			"UUM_REDIS_URL":    redisURL,
-			"UUM_KEY_PREFIX":   prefix,
-			"UUM_API_ADDR":     "127.0.0.1:0",
-			"UUM_STATSD_ADDR":  "",
+			"UUM_DATABASE_URL":    dbURL,
+			"UUM_DATABASE_SCHEMA": dbtest.SchemaOf(dbURL),
+			"UUM_REDIS_URL":       redisURL,
+			"UUM_KEY_PREFIX":      prefix,
+			"UUM_API_ADDR":        "127.0.0.1:0",
+			"UUM_STATSD_ADDR":     "",
 			// Generous: the 50ms default is for production, and a -race
 			// run on busy cores can take longer to push (TestAPIBinary
 			// got a 503).
