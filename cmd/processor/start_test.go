@@ -17,6 +17,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/store"
 )
@@ -210,7 +211,7 @@ func TestRedisURL(t *testing.T) {
 		go func() { done <- run(ctx, nil, b.Env.Environ(), b.stdout, b.stderr) }()
 		b.push(t, wire(userA, "mhv_rx_accessed"))
 		require.Eventually(t, func() bool {
-			n, err := b.Redis.LLen(ctx, uum.BufferKey(b.Prefix, 0)).Result()
+			n, err := b.Redis.LLen(ctx, rediskey.Buffer(b.Prefix, 0)).Result()
 			return err == nil && n == 0
 		}, 20*time.Second, 20*time.Millisecond, "asynq's clients log in as the URL's user and drain")
 		cancel()
@@ -330,7 +331,7 @@ func TestUntilEmpty(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		pushUsers(t, b, 3)
-		require.NoError(t, b.Redis.Set(t.Context(), uum.LeaseKey(b.Prefix, 0), "another-drainer", time.Minute).Err())
+		require.NoError(t, b.Redis.Set(t.Context(), rediskey.Lease(b.Prefix, 0), "another-drainer", time.Minute).Err())
 
 		sum := summary(t, b, "-once", "-until-empty")
 		require.Equal(t, true, sum["skipped"])
