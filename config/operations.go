@@ -7,12 +7,12 @@ import "time"
 type Operations struct {
 	// DLQRetention is how long replayed or deleted dead letters are kept;
 	// 0 keeps them forever. Open ones are never purged.
-	DLQRetention time.Duration `env:"UUM_DLQ_RETENTION" desc:"Age after which replayed or deleted dead letters are purged (e.g. 720h); empty keeps them forever. Open ones are never purged."`
+	DLQRetention time.Duration `env:"UUM_DLQ_RETENTION" bin:"processor" desc:"Age after which replayed or deleted dead letters are purged (e.g. 720h); empty keeps them forever. Open ones are never purged."`
 	// ReconcileInterval is the time between reconciliation runs, which also
 	// purge old dead letters.
-	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
+	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" bin:"processor" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
 	// MetricsToken, when set, is the bearer token GET /metrics requires.
-	MetricsToken string `env:"UUM_METRICS_TOKEN" desc:"Bearer token GET /metrics (Prometheus) requires, at least 16 characters; empty leaves it open."`
+	MetricsToken string `env:"UUM_METRICS_TOKEN" bin:"api" desc:"Bearer token GET /metrics (Prometheus) requires, at least 16 characters; empty leaves it open."`
 }
 
 func (o Operations) validate(r *report) {
