@@ -58,19 +58,9 @@ type Database struct {
 	// URL is a postgres:// or postgresql:// connection URL.
 	URL string `env:"UUM_DATABASE_URL" envDefault:"postgres://127.0.0.1:5432/uum?sslmode=disable" desc:"Postgres URL (postgres:// or postgresql://)."`
 	// Schema holds every uum table and uum's migration history; it is
-	// created if missing. Empty means "public".
-	Schema string `env:"UUM_DATABASE_SCHEMA" envDefault:"public" desc:"Postgres schema of uum's tables and migration history (created if missing)."`
-}
-
-// DefaultSchema is the schema an empty Database.Schema means.
-const DefaultSchema = "public"
-
-// SchemaName returns Schema, or DefaultSchema if it is empty.
-func (d Database) SchemaName() string {
-	if d.Schema == "" {
-		return DefaultSchema
-	}
-	return d.Schema
+	// created if missing. Empty means the first schema of the URL's
+	// search_path, or "public" without one (store.UseSchema).
+	Schema string `env:"UUM_DATABASE_SCHEMA" desc:"Postgres schema of uum's tables and migration history, created if missing; empty means the first schema of the search_path in UUM_DATABASE_URL, else public."`
 }
 
 // Log configures the process log.

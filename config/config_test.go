@@ -30,7 +30,7 @@ func load(t *testing.T, environ map[string]string) config.Config {
 
 var defaults = config.Config{
 	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
-	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", Schema: "public"},
+	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable"},
 	Processor: config.Processor{
 		BatchSize:     500,
 		MaxIterations: 20,

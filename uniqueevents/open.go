@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -99,7 +98,7 @@ func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
 	}
 	// uum's tables are in the configured schema (store.Migrate).
-	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.SchemaName()}.Sanitize()
+	store.UseSchema(pcfg.ConnConfig, cfg.Schema)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)

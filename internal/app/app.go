@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -59,7 +58,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	// Every connection resolves uum's tables in its schema, and Migrate
 	// migrates the schema the search_path names.
-	pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.Database.SchemaName()}.Sanitize()
+	store.UseSchema(pcfg.ConnConfig, cfg.Database.Schema)
 	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
