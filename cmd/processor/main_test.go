@@ -261,7 +261,7 @@ func TestExitCode(t *testing.T) {
 		err := b.run(t, "-once")
 		var stderr bytes.Buffer
 		require.Equal(t, 2, exitCode(err, &stderr))
-		require.Contains(t, stderr.String(), "UUM_COUNTERS_FILE: "+file+`:4: counters[0].rules[0].op: unknown op "inc"`)
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], "UUM_COUNTERS_FILE: "+file+`:4: counters[0].rules[0].op: unknown op "inc"`)
 	})
 
 	t.Run("MissingCountersFileIsTwo", func(t *testing.T) {
@@ -271,7 +271,7 @@ func TestExitCode(t *testing.T) {
 
 		var stderr bytes.Buffer
 		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
-		require.Contains(t, stderr.String(), "nope.yaml: open")
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], "nope.yaml: open")
 	})
 
 	t.Run("UnknownFlagIsTwo", func(t *testing.T) {
