@@ -61,6 +61,9 @@ type Database struct {
 	// created if missing. Empty means the first schema of the URL's
 	// search_path, or "public" without one (store.UseSchema).
 	Schema string `env:"UUM_DATABASE_SCHEMA" desc:"Postgres schema of uum's tables and migration history, created if missing; empty means the first schema of the search_path in UUM_DATABASE_URL, else public."`
+	// ReadURL, when set, is a read replica of URL for the read endpoints
+	// and EventLogged.
+	ReadURL string `env:"UUM_DATABASE_READ_URL" desc:"Postgres URL of a read replica for the read endpoints and EventLogged; empty reads from UUM_DATABASE_URL."`
 }
 
 // Log configures the process log.
@@ -453,6 +456,7 @@ func (c Config) validate(r *report) {
 	_, err := c.Redis.Options()
 	r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
+	r.checkURL("UUM_DATABASE_READ_URL", c.Database.ReadURL == "" || validURL(c.Database.ReadURL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.check("UUM_DATABASE_SCHEMA", c.Database.Schema == "" || schemaName.MatchString(c.Database.Schema) && !strings.HasPrefix(c.Database.Schema, "pg_"),
 		"must be a lowercase identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 characters)")
 	// slog's parser, which env uses, also takes offsets like "info+2",

@@ -28,11 +28,18 @@ type DBTX interface {
 
 // Store runs the queries on a pool.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	replica *replica // nil: every read goes to pool
 }
 
 // New returns a store on pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error {
@@ -187,9 +194,11 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int,
 // EventLogged reports whether the pair was ever recorded.
 func (s *Store) EventLogged(ctx context.Context, p uum.Pair) (bool, error) {
 	var ok bool
-	err := s.pool.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM unique_user_events WHERE user_id = $1 AND event_name = $2)`,
-		[16]byte(p.UserID), p.Name).Scan(&ok)
+	err := s.read(ctx, func(db DBTX) error {
+		return db.QueryRow(ctx,
+			`SELECT EXISTS (SELECT 1 FROM unique_user_events WHERE user_id = $1 AND event_name = $2)`,
+			[16]byte(p.UserID), p.Name).Scan(&ok)
+	})
 	if err != nil {
 		return false, fmt.Errorf("event logged: %w", interpret(err))
 	}
@@ -199,14 +208,18 @@ func (s *Store) EventLogged(ctx context.Context, p uum.Pair) (bool, error) {
 // UniqueCounts returns the materialised unique-user count of every event,
 // sorted by name, or of one event when eventName is not empty.
 func (s *Store) UniqueCounts(ctx context.Context, eventName string) ([]uum.Count, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT event_name, unique_users FROM unique_event_totals
-		WHERE $1 = '' OR event_name = $1
-		ORDER BY event_name`, eventName)
-	if err != nil {
-		return nil, fmt.Errorf("unique counts: %w", interpret(err))
-	}
-	counts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[uum.Count])
+	var counts []uum.Count
+	err := s.read(ctx, func(db DBTX) error {
+		rows, err := db.Query(ctx, `
+			SELECT event_name, unique_users FROM unique_event_totals
+			WHERE $1 = '' OR event_name = $1
+			ORDER BY event_name`, eventName)
+		if err != nil {
+			return err
+		}
+		counts, err = pgx.CollectRows(rows, pgx.RowToStructByPos[uum.Count])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("unique counts: %w", interpret(err))
 	}

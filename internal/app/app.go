@@ -31,10 +31,12 @@ type App struct {
 	RedisOptions *redis.Options
 	Redis        redis.UniversalClient
 	Pool         *pgxpool.Pool
-	Store        *store.Store
-	Buffer       *buffer.List
-	Seen         *seencache.Cache
-	Stats        statsd.ClientInterface
+	// Replica is the read replica's pool, nil without UUM_DATABASE_READ_URL.
+	Replica *pgxpool.Pool
+	Store   *store.Store
+	Buffer  *buffer.List
+	Seen    *seencache.Cache
+	Stats   statsd.ClientInterface
 	// Pipeline reads and records the pipeline metrics.
 	Pipeline *pipemetrics.Metrics
 	// Counters are the counter definitions of UUM_COUNTERS_FILE; nil
@@ -65,7 +67,24 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if err := store.Migrate(ctx, a.Pool, logger); err != nil {
 		return nil, err
 	}
-	a.Store = store.New(a.Pool)
+	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
+		return nil, err
+	}
+	var opts []store.Option
+	if cfg.Database.ReadURL != "" {
+		rcfg, err := pgxpool.ParseConfig(cfg.Database.ReadURL)
+		if err != nil {
+			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
+		}
+		store.UseSchema(rcfg.ConnConfig, cfg.Database.Schema) // the replica has the same tables
+		// Connects lazily: an unreachable replica at start only sends
+		// reads to the primary.
+		if a.Replica, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+			return nil, fmt.Errorf("open read replica: %w", err)
+		}
+		opts = append(opts, store.WithReplica(a.Replica, logger.With("component", "store"), a.Stats))
+	}
+	a.Store = store.New(a.Pool, opts...)
 
 	if a.RedisOptions, err = cfg.Redis.Options(); err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
@@ -85,9 +104,6 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
 	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store)
 
-	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
-		return nil, err
-	}
 	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store,
 		seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithStats(a.Stats),
 		seencache.WithLogger(logger.With("component", "seencache")))
@@ -126,6 +142,9 @@ func (a *App) Close() {
 	}
 	if a.Redis != nil {
 		errs = append(errs, a.Redis.Close())
+	}
+	if a.Replica != nil {
+		a.Replica.Close()
 	}
 	if a.Pool != nil {
 		a.Pool.Close()

@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/DataDog/datadog-go/v5/statsd"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Metrics of the read routing.
+const (
+	// MetricReplicaDown counts the replica becoming unreachable.
+	MetricReplicaDown = "uum.db.replica_unavailable"
+	// MetricReadFallback counts reads served by the primary while a
+	// replica is configured.
+	MetricReadFallback = "uum.db.read_fallback"
+)
+
+// replicaRetry is how long reads stay on the primary after the replica
+// failed before it is tried again.
+const replicaRetry = 10 * time.Second
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithReplica sends the read-only queries of the request path
+// (EventLogged, UniqueCounts) to pool, a read replica. When the replica cannot be
+// reached they go to the primary, and the replica is tried again after
+// 10 s; each change is logged once and counted. stats and logger may be
+// nil.
+func WithReplica(pool *pgxpool.Pool, logger *slog.Logger, stats statsd.ClientInterface) Option {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if stats == nil {
+		stats = &statsd.NoOpClient{}
+	}
+	return func(s *Store) {
+		s.replica = &replica{pool: pool, logger: logger, stats: stats, now: time.Now}
+	}
+}
+
+// replica is the read replica and whether it is usable.
+type replica struct {
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	stats   statsd.ClientInterface
+	now     func() time.Time
+	mu      sync.Mutex
+	down    bool
+	retryAt time.Time
+}
+
+// reader returns where a read goes now, and whether that is the replica.
+func (s *Store) reader() (DBTX, bool) {
+	r := s.replica
+	if r == nil {
+		return s.pool, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down && r.now().Before(r.retryAt) {
+		_ = r.stats.Incr(MetricReadFallback, nil, 1) // best-effort UDP
+		return s.pool, false
+	}
+	return r.pool, true
+}
+
+// read runs f on the replica when there is a usable one, else, or when
+// the replica cannot be reached, on the primary. A Postgres error or a
+// cancelled ctx is the query's failure, not the replica's, and is
+// returned as it is.
+func (s *Store) read(ctx context.Context, f func(db DBTX) error) error {
+	db, onReplica := s.reader()
+	err := f(db)
+	if !onReplica {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if err == nil || ctx.Err() != nil || errors.As(err, &pgErr) {
+		if err == nil {
+			s.replica.markUp(ctx)
+		}
+		return err
+	}
+	s.replica.markDown(ctx, err)
+	_ = s.replica.stats.Incr(MetricReadFallback, nil, 1)
+	return f(s.pool)
+}
+
+func (r *replica) markDown(ctx context.Context, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retryAt = r.now().Add(replicaRetry)
+	if r.down {
+		return
+	}
+	r.down = true
+	_ = r.stats.Incr(MetricReplicaDown, nil, 1)
+	r.logger.WarnContext(ctx, "read replica unavailable, reading from the primary", "error", err, "retry_in", replicaRetry.String())
+}
+
+func (r *replica) markUp(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		r.down = false
+		r.logger.InfoContext(ctx, "read replica available again")
+	}
+}
