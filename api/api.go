@@ -101,6 +101,19 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 	return s
 }
 
+// Probes returns a handler serving only /healthz and /readyz, with the
+// same answers as New's: for a process without the API, such as the
+// processor (UUM_PROCESSOR_HEALTH_ADDR). A nil logger discards logs.
+func Probes(ready map[string]Pinger, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{ready: ready, logger: logger, mux: http.NewServeMux()}
+	s.mux.HandleFunc(routeHealthz, s.healthz)
+	s.mux.HandleFunc(routeReadyz, s.readyz)
+	return s
+}
+
 func (s *server) routes() {
 	s.mux.Handle("POST /v1/events", s.require(scopeIngest, s.postEvents))
 	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))

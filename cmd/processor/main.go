@@ -10,6 +10,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +21,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
@@ -119,11 +123,56 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err := svc.Start(); err != nil {
 		return err
 	}
+	stopHealth, err := serveHealth(ctx, cfg.Processor.HealthAddr, deps, logger)
+	if err != nil {
+		svc.Stop()
+		return err
+	}
 	<-ctx.Done()
 	logger.Info("processor stopping")
+	stopHealth()
 	svc.Stop()
 	return nil
 }
+
+// serveHealth serves /healthz and /readyz on addr (UUM_PROCESSOR_HEALTH_ADDR)
+// with the API's answers, until the returned stop is called. An empty
+// addr serves nothing.
+func serveHealth(ctx context.Context, addr string, deps *app.App, logger *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_PROCESSOR_HEALTH_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler: api.Probes(map[string]api.Pinger{
+			"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
+			"postgres": deps.Store,
+		}, logger),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("health endpoint stopped", "error", err)
+		}
+	}()
+	logger.Info("processor health listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-served
+	}, nil
+}
+
+type pingFunc func(ctx context.Context) error
+
+func (f pingFunc) Ping(ctx context.Context) error { return f(ctx) }
 
 // resetSeenCache bumps the seen-cache epoch in Postgres. Running
 // processes re-read it within seencache.DefaultScopeRefresh; the old keys

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,6 +358,48 @@ func TestRunService(t *testing.T) {
 		require.Contains(t, b.stderr.String(), `"msg":"processor stopping"`)
 		require.Empty(t, b.stdout.String(), "the service prints no summary")
 	})
+}
+
+func TestRunServiceHealth(t *testing.T) {
+	t.Parallel()
+	b := setupExclusive(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	b.Env["UUM_PROCESSOR_HEALTH_ADDR"] = addr
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, b.Env.Environ(), b.stdout, b.stderr) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	require.Eventually(t, func() bool { code, _ := get("/healthz"); return code == http.StatusOK },
+		20*time.Second, 20*time.Millisecond, "the processor serves /healthz")
+	code, body := get("/readyz")
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"status":"ok"}`, body)
+	code, _ = get("/v1/unique-counts")
+	require.Equal(t, http.StatusNotFound, code, "only the probes are served")
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(runTimeout):
+		t.Fatal("run did not return after cancel")
+	}
+	_, err = http.Get("http://" + addr + "/healthz")
+	require.Error(t, err, "the health endpoint stops with the service")
 }
 
 // lastLogLine decodes the last line of a JSON log.
