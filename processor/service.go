@@ -50,7 +50,8 @@ type Service struct {
 // redisOpt. asynq opens and closes its own connections: handing it a
 // shared client makes its shutdown log a spurious close error.
 func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor, d *Drainer, logger *slog.Logger) *Service {
-	alog := asynqLogger{logger.With("component", "asynq")}
+	out := newOutage(logger)
+	alog := asynqLogger{logger.With("component", "asynq"), newOutage(logger.With("component", "asynq"))}
 	srv := asynq.NewServer(redisOpt, asynq.Config{
 		Concurrency: 1,
 		Queues:      map[string]int{queue: 1},
@@ -74,8 +75,11 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 		LogLevel: asynq.WarnLevel,
 		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
 			if err != nil {
-				logger.Error("enqueue drain task", "error", err)
+				out.failure(slog.LevelError, "enqueue drain task", "error", err)
+				return
 			}
+			out.ok()
+			alog.out.ok()
 		},
 	})
 	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger}
@@ -164,13 +168,18 @@ func retryDelay(n int, interval time.Duration) time.Duration {
 	return min(time.Second<<n, interval)
 }
 
-// asynqLogger adapts slog to asynq's printf-free logger interface.
-type asynqLogger struct{ l *slog.Logger }
+// asynqLogger adapts slog to asynq's printf-free logger interface. Its
+// warnings and errors, nearly all failed Redis calls, are folded while an
+// outage lasts.
+type asynqLogger struct {
+	l   *slog.Logger
+	out *outage
+}
 
 func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
 func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.out.failure(slog.LevelWarn, fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.out.failure(slog.LevelError, fmt.Sprint(args...)) }
 
 // Fatal is called by asynq on unrecoverable setup errors; it exits, as
 // asynq expects.
