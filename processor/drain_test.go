@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -118,6 +119,16 @@ func (b *testBundle) totals(t *testing.T) map[string]int64 {
 		out[c.EventName] = c.UniqueUsers
 	}
 	return out
+}
+
+// deadLetterReasons returns the reason of every stored dead letter.
+func (b *testBundle) deadLetterReasons(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT reason FROM dead_letters`)
+	require.NoError(t, err)
+	reasons, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return reasons
 }
 
 func (b *testBundle) pending(t *testing.T) []string {
@@ -525,16 +536,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 3, sum.DeadLettered)
 		require.Equal(t, map[string]int64{"a": 10}, b.totals(t))
 		require.Empty(t, b.pending(t), "the buffer moves past the refused entries")
-		var reasons []string
-		rows, err := b.pool.Query(ctx, `SELECT reason FROM dead_letters`)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var r string
-			require.NoError(t, rows.Scan(&r))
-			reasons = append(reasons, r)
-		}
-		require.NoError(t, rows.Err())
+		reasons := b.deadLetterReasons(t)
 		require.Len(t, reasons, 3)
 		for _, r := range reasons {
 			require.Contains(t, r, "rejected by the database:")
@@ -566,16 +568,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		var names int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM event_names`).Scan(&names))
 		require.Equal(t, 3, names)
-		var reasons []string
-		rows, err := b.pool.Query(ctx, `SELECT reason FROM dead_letters`)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var r string
-			require.NoError(t, rows.Scan(&r))
-			reasons = append(reasons, r)
-		}
-		require.NoError(t, rows.Err())
+		reasons := b.deadLetterReasons(t)
 		require.Len(t, reasons, 4)
 		for _, r := range reasons {
 			require.Contains(t, r, "event name limit reached")
