@@ -98,6 +98,14 @@ type wireEntry struct {
 // (one with "id" and "type"). It returns a *DecodeError naming the reason
 // for anything else, so the drain can dead-letter it.
 func DecodeWire(raw []byte) (Entry, error) {
+	if e, ok := decodeUserEventFast(raw); ok {
+		return e, nil
+	}
+	return decodeGeneral(raw)
+}
+
+// decodeGeneral is DecodeWire for every entry, through encoding/json.
+func decodeGeneral(raw []byte) (Entry, error) {
 	var w wireEntry
 	if err := json.Unmarshal(raw, &w); err != nil {
 		if _, ok := err.(*json.UnmarshalTypeError); ok {
