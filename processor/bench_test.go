@@ -11,6 +11,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/internal/cpuclock"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"
@@ -45,7 +46,7 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 	d := processor.NewDrainer(cfg, buf, seen, st, nil, slog.New(slog.DiscardHandler))
 	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
 
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	var drained int
 	for b.Loop() {
 		b.StopTimer()
@@ -80,9 +81,10 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 		}
 		b.StartTimer()
 
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuclock.Process()
 		sum, err := d.Drain(ctx)
 		elapsed += time.Since(start)
+		cpu += cpuclock.Process() - cpu0
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,4 +94,5 @@ func benchmarkDrain(b *testing.B, seenPct, n int) {
 		drained += sum.EventsProcessed
 	}
 	b.ReportMetric(float64(drained)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(drained), "cpu-ns/event")
 }

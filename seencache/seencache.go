@@ -33,7 +33,6 @@ package seencache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -410,12 +409,14 @@ for u = 1, #KEYS / 2 do
 end
 return oversized`)
 
-// Preload loads the cache's script into Redis, so the first Mark does not
+// Preload loads the cache's scripts into Redis, so the first Seen or Mark does not
 // pay an extra round-trip to find it missing. Optional: the cache loads it
 // on demand, as it must after a Redis restart anyway.
 func (c *Cache) Preload(ctx context.Context) error {
-	if err := addScript.Load(ctx, c.rdb).Err(); err != nil {
-		return fmt.Errorf("load seen cache script: %w", err)
+	for _, s := range []*redis.Script{addScript, readScript} {
+		if err := s.Load(ctx, c.rdb).Err(); err != nil {
+			return fmt.Errorf("load seen cache script: %w", err)
+		}
 	}
 	return nil
 }
@@ -423,46 +424,24 @@ func (c *Cache) Preload(ctx context.Context) error {
 // write runs addScript for the users in generation g, one call per group
 // of buckets (one hash tag each, so it works unchanged on Redis Cluster),
 // all in one pipelined round-trip, and returns how many users landed in
-// oversized hashes. After a script cache flush (a Redis restart) the
-// script is loaded and the round-trip repeated: adding is idempotent.
+// oversized hashes.
 func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs) (int, error) {
 	if len(add) == 0 {
 		return 0, nil
 	}
-	type call struct {
-		keys []string
-		args []any
+	users := make([]uum.UUID, len(add))
+	for i, a := range add {
+		users[i] = a.user
 	}
+	calls := c.groupCalls(scope, g, users)
 	at := c.expireAt(g).UnixMilli()
-	calls := make(map[uint32]*call)
-	order := make([]uint32, 0, min(len(add), Groups))
-	for _, a := range add {
-		b := c.bucket(a.user)
-		grp := b % Groups
-		cl := calls[grp]
-		if cl == nil {
-			cl = &call{args: []any{at, MaxEventsPerUser}}
-			calls[grp] = cl
-			order = append(order, grp)
-		}
-		cl.keys = append(cl.keys, rediskey.Seen(c.prefix, scope, g, b, Groups), rediskey.Seen(c.prefix, scope, g-1, b, Groups))
-		cl.args = append(cl.args, a.user[:], a.ids)
-	}
-	cmds := make([]*redis.Cmd, len(order))
-	run := func() error {
-		pipe := c.rdb.Pipeline()
-		for i, grp := range order {
-			cmds[i] = addScript.EvalSha(ctx, pipe, calls[grp].keys, calls[grp].args...)
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
-	err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = addScript.Load(ctx, c.rdb).Err(); err == nil {
-			err = run()
+	for _, cl := range calls {
+		cl.args = append(make([]any, 0, 2+2*len(cl.users)), at, MaxEventsPerUser)
+		for _, i := range cl.users {
+			cl.args = append(cl.args, add[i].user[:], add[i].ids)
 		}
 	}
+	cmds, err := c.run(ctx, addScript, calls)
 	if err != nil {
 		return 0, err
 	}
@@ -474,26 +453,99 @@ func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs)
 	return oversized, nil
 }
 
-// read returns the packed ids of users in generation g and in g-1 ("" where
-// absent), in one pipelined round-trip. A failed read of one user is a
-// miss.
+// readScript returns users' lists in the current generation and, for
+// those not in it, in the previous one: one call per group of buckets
+// instead of two commands per user, which is most of what a drain costs
+// Redis and the client.
+// KEYS: per user, its bucket in the current generation, then in the
+// previous one. ARGV: per user, its field. Returns, per user, its current
+// list and its previous one (false where absent; the previous one is not
+// read when the current one exists).
+var readScript = redis.NewScript(`
+local out = {}
+for u = 1, #ARGV do
+	local cur = redis.call('HGET', KEYS[2 * u - 1], ARGV[u])
+	out[2 * u - 1] = cur
+	out[2 * u] = (not cur) and redis.call('HGET', KEYS[2 * u], ARGV[u])
+end
+return out`)
+
+// read returns the packed ids of users in generation g and, where they
+// are not there, in g-1 ("" where absent), in one pipelined round-trip.
 func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID) (cur, prev []string, err error) {
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, 0, 2*len(users))
-	for _, u := range users {
-		b := c.bucket(u)
-		cmds = append(cmds,
-			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g, b, Groups), string(u[:])),
-			pipe.HGet(ctx, rediskey.Seen(c.prefix, scope, g-1, b, Groups), string(u[:])))
+	calls := c.groupCalls(scope, g, users)
+	for _, cl := range calls {
+		cl.args = make([]any, len(cl.users))
+		for j, i := range cl.users {
+			cl.args[j] = users[i][:]
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	cmds, err := c.run(ctx, readScript, calls)
+	if err != nil {
 		return nil, nil, fmt.Errorf("read seen cache: %w", err)
 	}
 	cur, prev = make([]string, len(users)), make([]string, len(users))
-	for i := range users {
-		cur[i], prev[i] = cmds[2*i].Val(), cmds[2*i+1].Val()
+	for k, cl := range calls {
+		vals, err := cmds[k].Slice()
+		if err != nil || len(vals) != 2*len(cl.users) {
+			return nil, nil, fmt.Errorf("read seen cache: unexpected reply %v (%v)", cmds[k].Val(), err)
+		}
+		for j, i := range cl.users {
+			cur[i], _ = vals[2*j].(string)
+			prev[i], _ = vals[2*j+1].(string)
+		}
 	}
 	return cur, prev, nil
+}
+
+// scriptCall is one script call: the users (indexes into a batch's
+// users) of one group of buckets, their keys, and the arguments its
+// caller fills in.
+type scriptCall struct {
+	users []int
+	keys  []string
+	args  []any
+}
+
+// groupCalls splits users into one call per group of buckets, each
+// user's keys being its bucket in generation g and in g-1.
+func (c *Cache) groupCalls(scope string, g int64, users []uum.UUID) []*scriptCall {
+	byGroup := make(map[uint32]*scriptCall, min(len(users), Groups))
+	calls := make([]*scriptCall, 0, min(len(users), Groups))
+	for i, u := range users {
+		b := c.bucket(u)
+		cl := byGroup[b%Groups]
+		if cl == nil {
+			cl = &scriptCall{}
+			byGroup[b%Groups] = cl
+			calls = append(calls, cl)
+		}
+		cl.users = append(cl.users, i)
+		cl.keys = append(cl.keys, rediskey.Seen(c.prefix, scope, g, b, Groups), rediskey.Seen(c.prefix, scope, g-1, b, Groups))
+	}
+	return calls
+}
+
+// run sends one call of script per element of calls in one pipelined
+// round-trip. After a script cache flush (a Redis restart) it loads the
+// script and sends them again: both scripts are idempotent.
+func (c *Cache) run(ctx context.Context, script *redis.Script, calls []*scriptCall) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(calls))
+	send := func() error {
+		pipe := c.rdb.Pipeline()
+		for i, cl := range calls {
+			cmds[i] = script.EvalSha(ctx, pipe, cl.keys, cl.args...)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err := send()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = script.Load(ctx, c.rdb).Err(); err == nil {
+			err = send()
+		}
+	}
+	return cmds, err
 }
 
 // hasID reports whether a list of 3-byte big-endian ids holds id. Ids
