@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/uumhq/uum/internal/abbrev"
@@ -56,6 +57,13 @@ func (e *ValidationError) QuotedValue() string {
 type Pair struct {
 	UserID UUID
 	Name   string
+}
+
+// DatedPair is a pair with the time it was first logged: a row of a
+// backfill from historical logs.
+type DatedPair struct {
+	Pair
+	CreatedAt time.Time
 }
 
 // Count is the number of distinct users that logged an event name.

@@ -132,12 +132,7 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, er
 		return nil, nil
 	}
 	sorted := slices.Clone(pairs)
-	slices.SortFunc(sorted, func(a, b uum.Pair) int {
-		if c := slices.Compare(a.UserID[:], b.UserID[:]); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
+	slices.SortFunc(sorted, comparePairs)
 	users := make([][16]byte, len(sorted))
 	names := make([]string, len(sorted))
 	for i, p := range sorted {
@@ -157,6 +152,15 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, er
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
 	return inserted, nil
+}
+
+// comparePairs orders pairs by user, then name: the order writers lock
+// rows in.
+func comparePairs(a, b uum.Pair) int {
+	if c := slices.Compare(a.UserID[:], b.UserID[:]); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // InsertDeadLetters stores poison entries and returns how many it stored.

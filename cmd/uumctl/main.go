@@ -1,8 +1,8 @@
 // Command uumctl is the operator's tool for a uum deployment: status,
-// drain now, work the dead-letter queue and reconcile the totals. It reads
-// the same UUM_* environment as the services. Output is a human table by
-// default and JSON with --json; the exit status is 0 on success, 1 on
-// failure and 2 on a usage or configuration error.
+// drain now, work the dead-letter queue, reconcile the totals and backfill
+// historical rows. It reads the same UUM_* environment as the services.
+// Output is a human table by default and JSON with --json; the exit status
+// is 0 on success, 1 on failure and 2 on a usage or configuration error.
 //
 // Subcommands use the standard flag package, one FlagSet each: the
 // command set is small and flag gives -h on every command for free, so a
@@ -52,6 +52,7 @@ var commands = map[string]command{
 	"drain":     {"drain the buffer now (as processor -once)", runDrain},
 	"dlq":       {"dead-letter queue: ls, show, replay, rm", runDLQ},
 	"reconcile": {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
+	"backfill":  {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
 }
 
 func usage(w io.Writer) {
@@ -104,12 +105,19 @@ func (c *cli) flags(name, argsUsage string) *flag.FlagSet {
 // parse parses args; wantArgs is the number of positional arguments, -1
 // for any.
 func (c *cli) parse(fs *flag.FlagSet, args []string, wantArgs int) error {
-	if err := fs.Parse(args); err != nil {
+	// flag would print the usage itself, on stderr even for --help: it
+	// is printed here, once, on stdout for --help and stderr otherwise.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = usage
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(c.stdout)
 			fs.Usage()
 			return errHelp
 		}
+		fs.Usage()
 		return fmt.Errorf("%w: %w", app.ErrUsage, err)
 	}
 	if wantArgs >= 0 && fs.NArg() != wantArgs {

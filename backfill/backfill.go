@@ -1,0 +1,329 @@
+// Package backfill loads historical (user, event name, first-seen time)
+// rows, one JSON object a line, straight into Postgres: for migrating the
+// pairs an older system logged. It streams its input in batches, each one
+// transaction that registers the batch's new event names, inserts the
+// pairs that do not exist yet and adds those to the per-event totals, so a
+// run can be repeated, or resumed after a failure, without counting a pair
+// twice.
+//
+// An invalid line (bad JSON, user id, event name or time; a name today's
+// policy refuses) is reported with its line number and skipped; the run
+// goes on unless Options.Strict.
+//
+// Backfilled rows bypass the buffer and the seen-cache. The cache only
+// ever answers "seen" for committed pairs and a miss goes to Postgres,
+// whose insert skips a pair that exists; so a live event for a backfilled
+// pair is a cache miss that counts nothing, never a second count.
+package backfill
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/uumhq/uum"
+)
+
+// Store writes the batches; *store.Store satisfies it.
+type Store interface {
+	// RegisteredNames reports which of names are registered and how many
+	// are in all.
+	RegisteredNames(ctx context.Context, names []string) (known map[string]bool, total int64, err error)
+	// Backfill registers names and inserts the rows that do not exist,
+	// adding them to the totals, in one transaction; it returns how many
+	// it inserted. The rows' pairs are distinct.
+	Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (int, error)
+}
+
+// NameChecker applies the event-name policy (UUM_EVENT_NAMES), as the drain
+// does; *uniqueevents.Client satisfies it. Loggable returns an error,
+// usually a *uum.ValidationError, if name may not be counted.
+type NameChecker interface {
+	Loggable(name string) error
+}
+
+// DefaultBatchSize is the rows per transaction when Options.BatchSize is 0.
+const DefaultBatchSize = 5000
+
+// MaxLineBytes is the longest line read; a longer one is invalid.
+const MaxLineBytes = 64 << 10
+
+// Options tune a run. The zero value is a lenient run in batches of
+// DefaultBatchSize with no cap on event names.
+type Options struct {
+	// BatchSize is the rows per transaction (DefaultBatchSize if 0).
+	BatchSize int
+	// MaxNames caps the distinct registered event names, as
+	// UUM_MAX_EVENT_NAMES caps the drain's: a line with a new name beyond
+	// it is invalid. 0 means no cap.
+	MaxNames int
+	// Strict stops the run at the first invalid line, with an
+	// *InvalidLineError. The batches before it stay committed.
+	Strict bool
+	// Invalid is called with each invalid line; nil ignores them.
+	Invalid func(InvalidLine)
+	// Progress is called after each committed batch; nil ignores it.
+	Progress func(Summary)
+	// Now is the clock that decides which times are in the future
+	// (time.Now if nil).
+	Now func() time.Time
+}
+
+// InvalidLine is a skipped line: its 1-based number and why.
+type InvalidLine struct {
+	Line   int64  `json:"line"`
+	Reason string `json:"reason"`
+}
+
+// InvalidLineError stops a strict run.
+type InvalidLineError struct{ InvalidLine }
+
+func (e *InvalidLineError) Error() string {
+	return fmt.Sprintf("backfill: line %d: %s", e.Line, e.Reason)
+}
+
+// Summary counts what a run did. Lines = Inserted + AlreadyPresent +
+// Invalid + Blank once the run is complete: a pair repeated in the input is
+// already present the second time.
+type Summary struct {
+	Lines          int64         `json:"lines"`
+	Inserted       int64         `json:"inserted"`
+	AlreadyPresent int64         `json:"already_present"`
+	Invalid        int64         `json:"invalid"`
+	Blank          int64         `json:"blank"`
+	Batches        int64         `json:"batches"`
+	Elapsed        time.Duration `json:"-"`
+}
+
+// Loader loads input into a store.
+type Loader struct {
+	store Store
+	names NameChecker // nil: any valid name
+	opt   Options
+}
+
+// New returns a loader writing to st, applying names' policy (nil: any
+// syntactically valid name).
+func New(st Store, names NameChecker, opt Options) *Loader {
+	if opt.BatchSize <= 0 {
+		opt.BatchSize = DefaultBatchSize
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Loader{store: st, names: names, opt: opt}
+}
+
+// row is one line as written.
+type row struct {
+	UserID    *string `json:"user_id"`
+	EventName *string `json:"event_name"`
+	CreatedAt *string `json:"created_at"`
+}
+
+// Load reads r to the end, committing a batch every BatchSize valid rows
+// and at the end. It returns what it did even on error; an error means
+// the batch in progress was not committed (the ones before it were).
+func (l *Loader) Load(ctx context.Context, r io.Reader) (Summary, error) {
+	start := l.opt.Now()
+	var sum Summary
+	defer func() { sum.Elapsed = l.opt.Now().Sub(start) }()
+	b := newBatch(l.opt.BatchSize)
+	br := bufio.NewReaderSize(r, MaxLineBytes)
+	for {
+		line, err := readLine(br)
+		if errors.Is(err, io.EOF) && line == nil {
+			break
+		}
+		if err != nil && !errors.Is(err, errLineTooLong) && !errors.Is(err, io.EOF) {
+			return sum, fmt.Errorf("backfill: read line %d: %w", sum.Lines+1, err)
+		}
+		sum.Lines++
+		if err := l.take(&sum, b, line, err, start); err != nil {
+			return sum, err
+		}
+		if b.len() >= l.opt.BatchSize {
+			if err := l.flush(ctx, &sum, b); err != nil {
+				return sum, err
+			}
+		}
+	}
+	return sum, l.flush(ctx, &sum, b)
+}
+
+// take parses one line into the batch, or counts it as blank or invalid.
+func (l *Loader) take(sum *Summary, b *batch, line []byte, readErr error, now time.Time) error {
+	if errors.Is(readErr, errLineTooLong) {
+		return l.invalid(sum, sum.Lines, fmt.Sprintf("line longer than %d bytes", MaxLineBytes))
+	}
+	if isBlank(line) {
+		sum.Blank++
+		return nil
+	}
+	p, reason := l.parse(line, now)
+	if reason != "" {
+		return l.invalid(sum, sum.Lines, reason)
+	}
+	b.add(p, sum.Lines)
+	return nil
+}
+
+// parse decodes and validates a line; reason says why it is invalid.
+func (l *Loader) parse(line []byte, now time.Time) (p uum.DatedPair, reason string) {
+	var r row
+	if err := json.Unmarshal(line, &r); err != nil {
+		return p, "bad JSON: " + err.Error()
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"user_id", r.UserID}, {"event_name", r.EventName}, {"created_at", r.CreatedAt}} {
+		if f.v == nil {
+			return p, f.name + ": missing"
+		}
+	}
+	var err error
+	if p.UserID, err = uum.ParseUUID("user_id", *r.UserID); err != nil {
+		return p, describe(err)
+	}
+	p.Name = *r.EventName
+	if err := l.loggable(p.Name); err != nil {
+		return p, describe(err)
+	}
+	if p.CreatedAt, err = time.Parse(time.RFC3339Nano, *r.CreatedAt); err != nil {
+		return p, fmt.Sprintf("created_at %q: not an RFC 3339 time", *r.CreatedAt)
+	}
+	if p.CreatedAt.After(now) {
+		return p, fmt.Sprintf("created_at %q: in the future", *r.CreatedAt)
+	}
+	return p, ""
+}
+
+// loggable applies the name policy, or the name syntax without one.
+func (l *Loader) loggable(name string) error {
+	if l.names == nil {
+		return uum.ValidateName("event_name", name)
+	}
+	return l.names.Loggable(name)
+}
+
+// describe turns a validation error into "field "value": reason".
+func describe(err error) string {
+	if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
+		return ve.Field + " " + ve.QuotedValue() + ": " + ve.Reason
+	}
+	return err.Error()
+}
+
+// invalid counts and reports an invalid line; in a strict run it is the
+// run's error.
+func (l *Loader) invalid(sum *Summary, line int64, reason string) error {
+	sum.Invalid++
+	il := InvalidLine{Line: line, Reason: reason}
+	if l.opt.Invalid != nil {
+		l.opt.Invalid(il)
+	}
+	if l.opt.Strict {
+		return &InvalidLineError{il}
+	}
+	return nil
+}
+
+// flush applies the name cap to the batch and commits it.
+func (l *Loader) flush(ctx context.Context, sum *Summary, b *batch) error {
+	if b.len() == 0 {
+		return nil
+	}
+	defer b.reset()
+	newNames, err := l.admitNames(ctx, sum, b)
+	if err != nil {
+		return err
+	}
+	rows := b.distinct()
+	inserted, err := l.store.Backfill(ctx, newNames, rows)
+	if err != nil {
+		return err
+	}
+	sum.Batches++
+	sum.Inserted += int64(inserted)
+	sum.AlreadyPresent += int64(b.len() - inserted)
+	if l.opt.Progress != nil {
+		l.opt.Progress(*sum)
+	}
+	return nil
+}
+
+// admitNames returns the batch's names not registered yet, dropping from
+// the batch, as invalid, the rows whose new name the cap refuses. Names
+// are admitted in order of first appearance while the cap has room.
+func (l *Loader) admitNames(ctx context.Context, sum *Summary, b *batch) ([]string, error) {
+	names := b.names()
+	known, total, err := l.store.RegisteredNames(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("backfill: %w", err)
+	}
+	room := int64(l.opt.MaxNames) - total
+	var fresh []string
+	over := map[string]bool{}
+	for _, n := range names {
+		switch {
+		case known[n]:
+		case l.opt.MaxNames <= 0 || room > 0:
+			fresh = append(fresh, n)
+			room--
+		default:
+			over[n] = true
+		}
+	}
+	if len(over) == 0 {
+		return fresh, nil
+	}
+	reason := fmt.Sprintf("event name limit reached: %d distinct names are registered (UUM_MAX_EVENT_NAMES)", total)
+	for _, line := range b.drop(over) {
+		if err := l.invalid(sum, line, reason); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
+}
+
+// isBlank reports whether line holds only white space.
+func isBlank(line []byte) bool {
+	for _, c := range line {
+		if c != ' ' && c != '\t' && c != '\r' {
+			return false
+		}
+	}
+	return true
+}
+
+// errLineTooLong is readLine's error for a line over MaxLineBytes.
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its newline. A line over
+// MaxLineBytes is consumed to its end and returned as errLineTooLong, so
+// memory stays bounded whatever the input. At the end of the input it
+// returns io.EOF, with the last line if it had no newline.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = br.ReadSlice('\n')
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return []byte{}, errLineTooLong
+	}
+	if len(line) > 0 && line[len(line)-1] == '\n' {
+		return line[:len(line)-1], nil
+	}
+	if errors.Is(err, io.EOF) && len(line) == 0 {
+		return nil, io.EOF
+	}
+	return line, err
+}
