@@ -41,10 +41,30 @@ type BucketDelta struct {
 	Count   int64
 }
 
+// EntityState is whether one entity of a transition-safe counter key is
+// on. Entity is a digest of EntityJSON, the canonical form of the
+// dimensions that name the entity.
+type EntityState struct {
+	Counter    string
+	Key        []byte
+	Entity     []byte
+	EntityJSON string
+	Active     bool
+}
+
 // Projection is what a batch's new tracked events change.
 type Projection struct {
 	Counters []CounterDelta
 	Buckets  []BucketDelta
+	// Entities are the entities of transition-safe counters that the
+	// fresh events turn on or off, each once, Active unset. Their effect
+	// depends on their states before the batch, so the store loads and
+	// locks those in the transaction and calls Settle with them
+	// (active[i] is the state of Entities[i]); Settle returns the deltas
+	// of the transition-safe counters and the Entities' states after the
+	// batch.
+	Entities []EntityState
+	Settle   func(active []bool) ([]CounterDelta, []EntityState)
 }
 
 // Duplicate is a delivery of an already registered id, newly audited.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -17,6 +18,9 @@ const (
 	MetricProjectionLag    = "uum.counters.projection_lag_seconds"
 	MetricLateEvents       = "uum.counters.late_events"
 	MetricTooLateEvents    = "uum.counters.too_late_events"
+	// MetricTransitionIgnored counts steps of transition-safe counters
+	// that asked for the state their entity was already in.
+	MetricTransitionIgnored = "uum.counters.transition_ignored_total"
 )
 
 // DefaultWindowRetention is how long minute buckets are kept when
@@ -37,6 +41,7 @@ func WithCounters(set *rules.Set, retention time.Duration) Option {
 // counted is what a batch's projection did, for metrics and logs.
 type counted struct {
 	steps   map[string]int64 // applied ±1 steps per counter
+	ignored map[string]int64 // transition-safe steps that changed no state
 	late    map[string]int64 // events older than the window, per window counter
 	tooLate int64            // events older than retention: no bucket
 	oldest  time.Time        // oldest occurred_at applied
@@ -49,6 +54,12 @@ func (c *counted) merge(o counted) {
 			c.steps = map[string]int64{}
 		}
 		c.steps[k] += n
+	}
+	for k, n := range o.ignored {
+		if c.ignored == nil {
+			c.ignored = map[string]int64{}
+		}
+		c.ignored[k] += n
 	}
 	for k, n := range o.late {
 		if c.late == nil {
@@ -77,17 +88,14 @@ func (b *batch) trackedWrites() []uum.TrackedWrite {
 // project is the projection step, run inside the commit once the registry
 // has said which tracked events are fresh: per-key sums of the persistent
 // counters' steps in event order (so the floor is applied in order) and
-// per-(counter, scope, minute) bucket counts, each written once.
+// per-(counter, scope, minute) bucket counts, each written once. The
+// steps of transition-safe counters are kept aside, with their entities,
+// for the store to settle once it has locked those entities' states.
 func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projection {
 	return func(fresh []bool) uum.Projection {
-		c := counted{steps: map[string]int64{}, late: map[string]int64{}}
-		type ckey struct {
-			counter string
-			hash    [16]byte
-		}
-		sums := map[ckey]*rules.Sum{}
-		deltas := map[ckey]*uum.CounterDelta{}
-		var order []ckey
+		c := counted{steps: map[string]int64{}, ignored: map[string]int64{}, late: map[string]int64{}}
+		var sums keySums
+		var tr transitions
 		buckets := map[uum.BucketDelta]int64{} // Count zero in the key
 		var border []uum.BucketDelta
 		horizon := now.Add(-d.retention)
@@ -100,13 +108,11 @@ func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projec
 				c.oldest = e.OccurredAt
 			}
 			for _, s := range d.counters.Steps(e) {
-				k := ckey{s.Counter.Name, s.Key.Hash}
-				if sums[k] == nil {
-					sums[k] = &rules.Sum{}
-					deltas[k] = &uum.CounterDelta{Counter: s.Counter.Name, Key: s.Key.Hash[:], Dimensions: s.Key.Canonical, Floor: s.Counter.FloorAtZero}
-					order = append(order, k)
+				if s.Counter.TransitionSafe {
+					tr.add(s)
+					continue
 				}
-				sums[k].Add(s.Delta)
+				sums.add(s, s.Delta)
 				c.steps[s.Counter.Name]++
 			}
 			for _, w := range d.counters.Windows(e) {
@@ -131,18 +137,112 @@ func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projec
 				}
 			}
 		}
-		var p uum.Projection
-		for _, k := range order {
-			delta := deltas[k]
-			delta.Total, delta.Lift = sums[k].Total, sums[k].Lift()
-			p.Counters = append(p.Counters, *delta)
-		}
+		p := uum.Projection{Counters: sums.deltas(), Entities: tr.entities}
 		for _, k := range border {
 			k.Count = buckets[k]
 			p.Buckets = append(p.Buckets, k)
 		}
 		b.counted = c
+		if len(tr.steps) > 0 {
+			p.Settle = tr.settle(&b.counted)
+		}
 		return p
+	}
+}
+
+// keySums sums a batch's steps per persistent counter key, in event
+// order, for one upsert per key.
+type keySums struct {
+	sums  map[ckey]*rules.Sum
+	rows  map[ckey]*uum.CounterDelta
+	order []ckey
+}
+
+type ckey struct {
+	counter string
+	hash    [16]byte
+}
+
+// add applies delta, the effect of step s, to its key.
+func (k *keySums) add(s rules.Step, delta int64) {
+	key := ckey{s.Counter.Name, s.Key.Hash}
+	if k.sums[key] == nil {
+		if k.sums == nil {
+			k.sums, k.rows = map[ckey]*rules.Sum{}, map[ckey]*uum.CounterDelta{}
+		}
+		k.sums[key] = &rules.Sum{}
+		k.rows[key] = &uum.CounterDelta{Counter: s.Counter.Name, Key: s.Key.Hash[:], Dimensions: s.Key.Canonical, Floor: s.Counter.FloorAtZero}
+		k.order = append(k.order, key)
+	}
+	k.sums[key].Add(delta)
+}
+
+// deltas returns one delta per key, first step first.
+func (k *keySums) deltas() []uum.CounterDelta {
+	if len(k.order) == 0 {
+		return nil
+	}
+	out := make([]uum.CounterDelta, 0, len(k.order))
+	for _, key := range k.order {
+		d := *k.rows[key]
+		d.Total, d.Lift = k.sums[key].Total, k.sums[key].Lift()
+		out = append(out, d)
+	}
+	return out
+}
+
+// transitions are a batch's steps of transition-safe counters, in event
+// order, and the entities they touch, each once. Their effect waits for
+// the entities' states, which the store loads in the transaction.
+type transitions struct {
+	steps    []rules.Step
+	at       []int // index into entities of each step
+	index    map[entityID]int
+	entities []uum.EntityState
+}
+
+type entityID struct {
+	counter     string
+	key, entity [16]byte
+}
+
+func (t *transitions) add(s rules.Step) {
+	id := entityID{s.Counter.Name, s.Key.Hash, s.Entity.Hash}
+	i, ok := t.index[id]
+	if !ok {
+		if t.index == nil {
+			t.index = map[entityID]int{}
+		}
+		i = len(t.entities)
+		t.index[id] = i
+		t.entities = append(t.entities, uum.EntityState{Counter: s.Counter.Name, Key: s.Key.Hash[:], Entity: s.Entity.Hash[:], EntityJSON: s.Entity.Canonical})
+	}
+	t.steps = append(t.steps, s)
+	t.at = append(t.at, i)
+}
+
+// settle returns the projection's Settle: it applies the steps in event
+// order to the entities' states before the batch, sums the steps that
+// changed a state per key (with the floor, like raw steps), and counts
+// into c what it applied and ignored.
+func (t *transitions) settle(c *counted) func(active []bool) ([]uum.CounterDelta, []uum.EntityState) {
+	return func(active []bool) ([]uum.CounterDelta, []uum.EntityState) {
+		on := slices.Clone(active)
+		var sums keySums
+		for i, s := range t.steps {
+			delta := s.Settle(&on[t.at[i]])
+			if delta == 0 {
+				c.ignored[s.Counter.Name]++
+				continue
+			}
+			sums.add(s, delta)
+			c.steps[s.Counter.Name]++
+		}
+		after := slices.Clone(t.entities)
+		for i := range after {
+			after[i].Active = on[i]
+		}
+		return sums.deltas(), after
 	}
 }
 
@@ -152,6 +252,9 @@ func (d *Drainer) reportCounted(ctx context.Context, b *batch, now time.Time) {
 	c := b.counted
 	for name, n := range c.steps {
 		_ = d.stats.Count(MetricCounterUpdates, n, []string{"counter:" + name}, 1)
+	}
+	for name, n := range c.ignored {
+		_ = d.stats.Count(MetricTransitionIgnored, n, []string{"counter:" + name}, 1)
 	}
 	for name, n := range c.late {
 		_ = d.stats.Count(MetricLateEvents, n, []string{"counter:" + name}, 1)

@@ -109,7 +109,7 @@ func pairs(n *yaml.Node) func(yield func(k, v *yaml.Node) bool) {
 }
 
 // counterKeys are the keys of a counter definition.
-var counterKeys = []string{"counterName", "mode", "dimensions", "floorAtZero", "rules", "idempotency", "window"}
+var counterKeys = []string{"counterName", "mode", "dimensions", "floorAtZero", "rules", "idempotency", "window", "transitionSafe", "entity"}
 
 func (p parser) counter(field string, n *yaml.Node) (*Counter, error) {
 	if n.Kind != yaml.MappingNode {
@@ -141,10 +141,17 @@ func (p parser) counter(field string, n *yaml.Node) (*Counter, error) {
 	if c.Dimensions, err = p.dimensions(field+".dimensions", fields["dimensions"]); err != nil {
 		return nil, err
 	}
-	if v := fields["floorAtZero"]; v != nil {
-		if err := v.Decode(&c.FloorAtZero); err != nil || v.Tag != "!!bool" {
-			return nil, p.fail(v, field+".floorAtZero", "must be true or false")
-		}
+	if c.FloorAtZero, err = p.boolean(field+".floorAtZero", fields["floorAtZero"]); err != nil {
+		return nil, err
+	}
+	if c.TransitionSafe, err = p.boolean(field+".transitionSafe", fields["transitionSafe"]); err != nil {
+		return nil, err
+	}
+	if c.Entity, err = p.dimensions(field+".entity", fields["entity"]); err != nil {
+		return nil, err
+	}
+	if v := fields["entity"]; v != nil && !c.TransitionSafe {
+		return nil, p.fail(v, field+".entity", "only transition-safe counters have an entity (add transitionSafe: true)")
 	}
 	if c.Rules, err = p.rules(field+".rules", n, fields["rules"]); err != nil {
 		return nil, err
@@ -164,7 +171,7 @@ func (p parser) mode(field string, n *yaml.Node, c *Counter, fields map[string]*
 		}
 		return nil
 	}
-	for _, k := range []string{"dimensions", "floorAtZero"} {
+	for _, k := range []string{"dimensions", "floorAtZero", "transitionSafe", "entity"} {
 		if v := fields[k]; v != nil {
 			return p.fail(v, field+"."+k, "window counters count per org_id and platform-wide; they take no "+k)
 		}
@@ -186,6 +193,18 @@ func (p parser) mode(field string, n *yaml.Node, c *Counter, fields map[string]*
 	}
 	c.Window = d
 	return nil
+}
+
+// boolean decodes an optional true/false field.
+func (p parser) boolean(field string, v *yaml.Node) (bool, error) {
+	var b bool
+	if v == nil {
+		return false, nil
+	}
+	if err := v.Decode(&b); err != nil || v.Tag != "!!bool" {
+		return false, p.fail(v, field, "must be true or false")
+	}
+	return b, nil
 }
 
 // str decodes a required string field of parent.

@@ -37,6 +37,16 @@ type Counter struct {
 	Rules []Rule
 	// Window is the span a windowed counter reads: whole minutes.
 	Window time.Duration
+	// TransitionSafe makes a persistent counter's rules state transitions
+	// of an entity (seed 001 "Modes"): increment turns the entity on,
+	// decrement turns it off, and a step that asks for the state the
+	// entity is already in does nothing. Otherwise (raw mode) every step
+	// applies as is.
+	TransitionSafe bool
+	// Entity are the event dimensions that name the entity of a
+	// transition-safe counter inside its dimension key, sorted; empty: the
+	// dimension key itself is the entity.
+	Entity []string
 }
 
 // Rule is "on events of type On, add Delta (+1 or -1)".
@@ -93,9 +103,16 @@ type Key struct {
 }
 
 // KeyOf returns the key of c for dims.
-func (c *Counter) KeyOf(dims map[string]string) Key {
-	sel := make(map[string]string, len(c.Dimensions))
-	for _, d := range c.Dimensions {
+func (c *Counter) KeyOf(dims map[string]string) Key { return keyOf(c.Dimensions, dims) }
+
+// EntityOf returns the entity of a transition-safe counter for dims, in
+// the same canonical form as a key: "{}" when the dimension key itself is
+// the entity.
+func (c *Counter) EntityOf(dims map[string]string) Key { return keyOf(c.Entity, dims) }
+
+func keyOf(names []string, dims map[string]string) Key {
+	sel := make(map[string]string, len(names))
+	for _, d := range names {
 		sel[d] = dims[d]
 	}
 	b, _ := json.Marshal(sel) // a map of strings always encodes; keys come out sorted
@@ -111,6 +128,22 @@ type Step struct {
 	Counter *Counter
 	Key     Key
 	Delta   int64
+	// Entity is the entity a transition-safe counter's step turns on or
+	// off; zero in raw mode.
+	Entity Key
+}
+
+// Settle is the effect of a transition-safe step on an entity whose state
+// is *on: its Delta when it turns the entity on (increment) or off
+// (decrement), and *on becomes the new state; 0 when the entity already is
+// in the state the step asks for.
+func (s Step) Settle(on *bool) int64 {
+	want := s.Delta > 0
+	if *on == want {
+		return 0
+	}
+	*on = want
+	return s.Delta
 }
 
 // Steps returns the persistent-counter steps of e, in rule order.
@@ -120,9 +153,14 @@ func (s *Set) Steps(e *uum.TrackedEvent) []Step {
 	}
 	var out []Step
 	for _, m := range s.byType[e.Type] {
-		if m.counter.Mode == ModePersistent {
-			out = append(out, Step{Counter: m.counter, Key: m.counter.KeyOf(e.Dimensions), Delta: m.delta})
+		if m.counter.Mode != ModePersistent {
+			continue
 		}
+		s := Step{Counter: m.counter, Key: m.counter.KeyOf(e.Dimensions), Delta: m.delta}
+		if m.counter.TransitionSafe {
+			s.Entity = m.counter.EntityOf(e.Dimensions)
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -21,7 +21,7 @@ func TestLoadExample(t *testing.T) {
 	t.Parallel()
 	set, err := rules.Load(exampleFile())
 	require.NoError(t, err)
-	require.Len(t, set.Counters(), 9)
+	require.Len(t, set.Counters(), 10)
 	ac := set.Counter("active_connections")
 	require.Equal(t, rules.ModePersistent, ac.Mode)
 	require.True(t, ac.FloorAtZero)
@@ -33,16 +33,19 @@ func TestLoadExample(t *testing.T) {
 
 	connect := &uum.TrackedEvent{ID: "e1", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1", "other": "x"}}
 	steps := set.Steps(connect)
-	require.Len(t, steps, 2)
+	require.Len(t, steps, 3)
 	require.Equal(t, "active_connections", steps[0].Counter.Name)
 	require.Equal(t, int64(1), steps[0].Delta)
 	require.Equal(t, `{"masterAccountId":"m1"}`, steps[0].Key.Canonical, "only the selected dimensions")
 	require.Equal(t, "connects_total", steps[1].Counter.Name)
+	require.Equal(t, "connected_accounts", steps[2].Counter.Name)
+	require.True(t, steps[2].Counter.TransitionSafe)
+	require.Equal(t, `{"accountId":""}`, steps[2].Entity.Canonical)
 	require.Empty(t, set.Windows(connect))
 
 	disconnect := &uum.TrackedEvent{ID: "e2", Type: "account.disconnected"}
 	steps = set.Steps(disconnect)
-	require.Len(t, steps, 1)
+	require.Len(t, steps, 2)
 	require.Equal(t, int64(-1), steps[0].Delta)
 	require.Equal(t, `{"masterAccountId":""}`, steps[0].Key.Canonical, "a missing dimension is explicitly empty")
 
@@ -97,6 +100,73 @@ func TestSumAppliesTheFloorInOrder(t *testing.T) {
 	}
 }
 
+func TestTransitionSafeSteps(t *testing.T) {
+	t.Parallel()
+	set := mustParse(t, `
+counters:
+  - counterName: connected_accounts
+    mode: persistent
+    dimensions: [masterAccountId]
+    transitionSafe: true
+    entity: [accountId]
+    rules: [{on: account.connected, op: increment}, {on: account.disconnected, op: decrement}]
+  - counterName: masters_online
+    mode: persistent
+    dimensions: [masterAccountId]
+    transitionSafe: true
+    rules: [{on: account.connected, op: increment}]
+`)
+	e := &uum.TrackedEvent{ID: "e", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a1"}}
+	steps := set.Steps(e)
+	require.Len(t, steps, 2)
+	require.True(t, steps[0].Counter.TransitionSafe)
+	require.Equal(t, []string{"accountId"}, steps[0].Counter.Entity)
+	require.Equal(t, `{"masterAccountId":"m1"}`, steps[0].Key.Canonical)
+	require.Equal(t, `{"accountId":"a1"}`, steps[0].Entity.Canonical)
+	require.Equal(t, "{}", steps[1].Entity.Canonical, "no entity dimensions: the key is the entity")
+
+	raw := mustParse(t, "counters:\n  - {counterName: c, mode: persistent, rules: [{on: account.connected, op: increment}]}\n")
+	require.Equal(t, rules.Key{}, raw.Steps(e)[0].Entity, "raw mode has no entity")
+}
+
+func TestSettleOnlyAppliesTransitions(t *testing.T) {
+	t.Parallel()
+	inc, dec := rules.Step{Delta: 1}, rules.Step{Delta: -1}
+	for _, tt := range []struct {
+		name  string
+		on    bool
+		steps []rules.Step
+		want  []int64
+		after bool
+	}{
+		{"ConnectFromOff", false, []rules.Step{inc}, []int64{1}, true},
+		{"ConnectTwice", false, []rules.Step{inc, inc}, []int64{1, 0}, true},
+		{"ConnectWhileOn", true, []rules.Step{inc}, []int64{0}, true},
+		{"DisconnectWhileOff", false, []rules.Step{dec}, []int64{0}, false},
+		{"OutOfOrderDisconnectThenConnect", false, []rules.Step{dec, inc}, []int64{0, 1}, true},
+		{"ConnectDisconnectConnect", false, []rules.Step{inc, dec, inc}, []int64{1, -1, 1}, true},
+		{"DisconnectTwice", true, []rules.Step{dec, dec}, []int64{-1, 0}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			on := tt.on
+			var got []int64
+			for _, s := range tt.steps {
+				got = append(got, s.Settle(&on))
+			}
+			require.Equal(t, tt.want, got)
+			require.Equal(t, tt.after, on)
+		})
+	}
+}
+
+func mustParse(t *testing.T, yaml string) *rules.Set {
+	t.Helper()
+	set, err := rules.Parse("c.yaml", []byte(yaml))
+	require.NoError(t, err)
+	return set
+}
+
 func TestParseErrorsNameFileLineField(t *testing.T) {
 	t.Parallel()
 	const head = "counters:\n  - counterName: c\n"
@@ -127,6 +197,10 @@ func TestParseErrorsNameFileLineField(t *testing.T) {
 		{"IdempotencyOff", head + "    mode: persistent\n    rules: [{on: a, op: increment}]\n    idempotency: {requireEventId: false}\n", "c.yaml:5: counters[0].idempotency.requireEventId: must be true"},
 		{"IdempotencyScope", head + "    mode: persistent\n    rules: [{on: a, op: increment}]\n    idempotency: {scope: perCounter}\n", `c.yaml:5: counters[0].idempotency.scope: must be globalEventId, got "perCounter"`},
 		{"FloorNotBool", head + "    mode: persistent\n    floorAtZero: yes please\n    rules: [{on: a, op: increment}]\n", "c.yaml:4: counters[0].floorAtZero: must be true or false"},
+		{"TransitionSafeNotBool", head + "    mode: persistent\n    transitionSafe: maybe\n    rules: [{on: a, op: increment}]\n", "c.yaml:4: counters[0].transitionSafe: must be true or false"},
+		{"EntityWithoutTransitionSafe", head + "    mode: persistent\n    entity: [accountId]\n    rules: [{on: a, op: increment}]\n", "c.yaml:4: counters[0].entity: only transition-safe counters have an entity"},
+		{"EntityDuplicate", head + "    mode: persistent\n    transitionSafe: true\n    entity: [a, a]\n    rules: [{on: a, op: increment}]\n", `c.yaml:5: counters[0].entity[1]: duplicate dimension "a"`},
+		{"TransitionSafeWindow", head + "    mode: window\n    window: 1h\n    transitionSafe: true\n    rules: [{on: a, op: increment}]\n", "c.yaml:5: counters[0].transitionSafe: window counters count per org_id"},
 		{"DuplicateRule", head + "    mode: persistent\n    rules: [{on: a, op: increment}, {on: a, op: decrement}]\n", `c.yaml:4: counters[0].rules[1].on: event type "a" already has a rule`},
 	}
 	for _, tt := range tests {

@@ -81,7 +81,9 @@ func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchRes
 }
 
 // commitTracked is the tracked events' part of a batch: registry and
-// audit, then the projection of the fresh events.
+// audit, then the projection of the fresh events: the transition-safe
+// counters' entity states are locked (before any counter row, in key
+// order, so two drainers cannot deadlock) and settled first.
 func commitTracked(ctx context.Context, tx DBTX, w uum.BatchWrite, res *uum.BatchResult) error {
 	if len(w.Tracked) == 0 {
 		return nil
@@ -94,10 +96,17 @@ func commitTracked(ctx context.Context, tx DBTX, w uum.BatchWrite, res *uum.Batc
 		return nil
 	}
 	res.Projection = w.Project(res.Fresh)
-	if len(res.Projection.Counters) == 0 && len(res.Projection.Buckets) == 0 {
+	p := &res.Projection
+	if err := settleTransitions(ctx, tx, p); err != nil {
+		return err
+	}
+	if len(p.Counters) == 0 && len(p.Buckets) == 0 && len(p.Entities) == 0 {
 		return nil
 	}
-	if err := ApplyCounters(ctx, tx, res.Projection.Counters); err != nil {
+	if err := ApplyCounters(ctx, tx, p.Counters); err != nil {
+		return err
+	}
+	if err := WriteEntityStates(ctx, tx, p.Entities); err != nil {
 		return err
 	}
 	if err := ApplyBuckets(ctx, tx, res.Projection.Buckets); err != nil {
