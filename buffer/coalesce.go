@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -11,133 +12,279 @@ import (
 // ErrClosed is returned by Coalescer.Push after Close.
 var ErrClosed = errors.New("uum: buffer coalescer closed")
 
-// Coalescer pipelines the pushes of concurrent callers. Each push is still
-// one LPUSH of all its entries, but while a pipeline is in flight new
-// pushes queue up and go out together in the next one, so under load many
-// requests share one write and one read syscall. A push never waits for
-// company: when nothing is in flight it goes out at once, so a single
-// caller sees plain LPUSH latency.
-type Coalescer struct {
-	list    *List
-	reqs    chan *pushReq
-	maxPipe int
-	timeout time.Duration
-	wg      sync.WaitGroup
+// Defaults of the zero CoalescerConfig fields.
+const (
+	DefaultFlushEntries = 4096
+	DefaultFlushBytes   = 1 << 20
+	DefaultFlushes      = 4
+	DefaultMaxWait      = 200 * time.Microsecond
+	DefaultFlushTimeout = time.Second
+)
 
-	mu     sync.RWMutex
-	closed bool
+// CoalescerConfig bounds the flushes of a Coalescer. Zero fields mean
+// their defaults.
+type CoalescerConfig struct {
+	// MaxEntries and MaxBytes bound one flush's LPUSH (default 4096
+	// entries, 1 MiB). A single call over them still goes out, alone: a
+	// call's entries are never split.
+	MaxEntries int
+	MaxBytes   int
+	// MaxFlushes is how many flushes may be in flight at once (default 4).
+	MaxFlushes int
+	// MaxWait is how long calls queued behind a flush in flight wait for
+	// it before another flush starts for them (default 200µs), so one
+	// slow round trip does not hold everything up.
+	MaxWait time.Duration
+	// Timeout bounds one flush (default 1s); a flush whose calls all have
+	// deadlines ends at the latest of them.
+	Timeout time.Duration
 }
+
+func (c CoalescerConfig) withDefaults() CoalescerConfig {
+	c.MaxEntries = positiveOr(c.MaxEntries, DefaultFlushEntries)
+	c.MaxBytes = positiveOr(c.MaxBytes, DefaultFlushBytes)
+	c.MaxFlushes = positiveOr(c.MaxFlushes, DefaultFlushes)
+	c.MaxWait = positiveOr(c.MaxWait, DefaultMaxWait)
+	c.Timeout = positiveOr(c.Timeout, DefaultFlushTimeout)
+	return c
+}
+
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Coalescer merges the pushes of concurrent callers into one LPUSH per
+// flush (group commit). A push with nothing in flight is flushed at once,
+// by its own goroutine, so a lone caller sees plain LPUSH latency; pushes
+// arriving while a flush is in flight queue up and go out together, in one
+// LPUSH, when it ends (or after MaxWait, in another flush). Each call is
+// still all or nothing: its entries are in one LPUSH, next to each other.
+type Coalescer struct {
+	list  *List
+	cfg   CoalescerConfig
+	timer *time.Timer // fires MaxWait after a push queued behind a flush
+
+	mu       sync.Mutex
+	idle     sync.Cond // broadcast when a flush ends
+	queue    []*pushReq
+	entries  int // in queue
+	bytes    int // in queue
+	flights  int // flushes in flight
+	timerSet bool
+	closed   bool
+}
+
+// reqState is where a push is; the Coalescer's mutex guards it.
+type reqState uint8
+
+const (
+	queued   reqState = iota // in the queue: its caller may still withdraw it
+	taken                    // in a flush, or answered: its caller waits for done
+	answered                 // dropped unsent, its ctx done before a flush took it
+)
 
 type pushReq struct {
 	ctx     context.Context
 	entries [][]byte
-	done    chan error
+	bytes   int
+	state   reqState
+	done    chan error // buffered: answered exactly once
 }
 
-// NewCoalescer starts workers pipelines over l, each carrying at most
-// maxPipe pushes; timeout bounds one pipeline round-trip. Close stops it.
-func NewCoalescer(l *List, workers, maxPipe int, timeout time.Duration) *Coalescer {
-	c := &Coalescer{list: l, reqs: make(chan *pushReq, workers*maxPipe), maxPipe: maxPipe, timeout: timeout}
-	for range workers {
-		c.wg.Go(c.work)
-	}
+// NewCoalescer returns a Coalescer over l. Close stops it.
+func NewCoalescer(l *List, cfg CoalescerConfig) *Coalescer {
+	c := &Coalescer{list: l, cfg: cfg.withDefaults()}
+	c.idle.L = &c.mu
+	c.timer = time.AfterFunc(time.Hour, c.waited)
+	c.timer.Stop()
 	return c
 }
 
-// Push sends entries in one LPUSH, pipelined with concurrent pushes. It
-// returns when Redis answered or ctx is done. A push whose ctx is done
-// before a worker takes it is dropped, so a caller told "failed" finds
-// nothing buffered; only a push already on the wire when ctx ends may
-// still land, as with any timed-out Redis write.
+// Push buffers entries in one LPUSH shared with concurrent pushes. It
+// returns nil once they are in Redis. A push whose ctx ends before a
+// flush took it is withdrawn, never sent, and returns ctx's error, so a
+// caller told "failed" finds nothing buffered. Once its flush started it
+// returns the flush's result, whatever ctx does: every call in a failed
+// flush gets the error.
 func (c *Coalescer) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("push %d entries: %w", len(entries), err)
+		return pushErr(len(entries), err)
 	}
 	req := &pushReq{ctx: ctx, entries: entries, done: make(chan error, 1)}
-	c.mu.RLock()
+	for _, e := range entries {
+		req.bytes += len(e)
+	}
+	c.mu.Lock()
 	if c.closed {
-		c.mu.RUnlock()
+		c.mu.Unlock()
 		return ErrClosed
 	}
-	select {
-	case c.reqs <- req:
-		c.mu.RUnlock()
-	case <-ctx.Done():
-		c.mu.RUnlock()
-		return fmt.Errorf("push %d entries: %w", len(entries), ctx.Err())
+	c.queue = append(c.queue, req)
+	c.entries += len(entries)
+	c.bytes += req.bytes
+	batch := c.takeLocked(false)
+	if batch == nil && !c.timerSet {
+		c.timerSet = true
+		c.timer.Reset(c.cfg.MaxWait)
+	}
+	c.mu.Unlock()
+	if batch != nil {
+		c.run(batch) // usually our own push; we wait for the result anyway
 	}
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("push %d entries: %w", len(entries), ctx.Err())
 	}
-}
-
-// Close sends what is queued, then stops the workers. It is safe to call
-// more than once.
-func (c *Coalescer) Close() {
 	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
-		close(c.reqs)
+	if req.state == queued {
+		c.withdrawLocked(req)
+		c.mu.Unlock()
+		return pushErr(len(entries), ctx.Err())
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
+	return <-req.done // its flush started: the truth is the flush's result
 }
 
-func (c *Coalescer) work() {
-	batch := make([]*pushReq, 0, c.maxPipe)
-	for req := range c.reqs {
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < c.maxPipe {
-			select {
-			case r, ok := <-c.reqs:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		c.send(batch)
+func pushErr(n int, err error) error { return fmt.Errorf("push %d entries: %w", n, err) }
+
+// Close waits for the queued pushes to be flushed and for the flushes in
+// flight, then refuses new pushes with ErrClosed. It is safe to call more
+// than once.
+func (c *Coalescer) Close() {
+	c.mu.Lock()
+	c.closed = true
+	for c.flights > 0 || len(c.queue) > 0 {
+		c.idle.Wait()
 	}
+	c.mu.Unlock()
+	c.timer.Stop()
 }
 
-// send pipelines one LPUSH per request and answers each with its own
-// result. Requests whose caller has given up are answered, not sent.
-func (c *Coalescer) send(batch []*pushReq) {
-	live := batch[:0]
-	for _, r := range batch {
+// takeLocked returns the next flush's pushes and counts it in flight, or
+// nil if none should start now: there are no live pushes, MaxFlushes are
+// in flight, or one is and the queue is neither full nor has waited
+// MaxWait (waited). Pushes whose ctx is done are answered, not taken.
+func (c *Coalescer) takeLocked(waited bool) []*pushReq {
+	full := c.entries >= c.cfg.MaxEntries || c.bytes >= c.cfg.MaxBytes
+	if len(c.queue) == 0 || c.flights >= c.cfg.MaxFlushes || (c.flights > 0 && !full && !waited) {
+		return nil
+	}
+	var batch []*pushReq
+	entries, size, n := 0, 0, 0
+	for _, r := range c.queue {
+		if len(batch) > 0 && (entries+len(r.entries) > c.cfg.MaxEntries || size+r.bytes > c.cfg.MaxBytes) {
+			break
+		}
+		n++
+		c.entries -= len(r.entries)
+		c.bytes -= r.bytes
 		if err := r.ctx.Err(); err != nil {
-			r.done <- fmt.Errorf("push %d entries: %w", len(r.entries), err)
+			r.state = answered
+			r.done <- pushErr(len(r.entries), err)
 			continue
 		}
-		live = append(live, r)
+		r.state = taken
+		batch = append(batch, r)
+		entries += len(r.entries)
+		size += r.bytes
 	}
-	if batch = live; len(batch) == 0 {
-		return
+	c.queue = slices.Delete(c.queue, 0, n)
+	if len(batch) == 0 {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	pipe := c.list.rdb.Pipeline()
+	c.flights++
+	return batch
+}
+
+// withdrawLocked removes a queued push whose caller gave up.
+func (c *Coalescer) withdrawLocked(req *pushReq) {
+	i := slices.Index(c.queue, req)
+	c.queue = slices.Delete(c.queue, i, i+1)
+	c.entries -= len(req.entries)
+	c.bytes -= req.bytes
+	req.state = answered
+}
+
+// waited starts a flush for the pushes queued MaxWait ago behind a flush
+// still in flight.
+func (c *Coalescer) waited() {
+	c.mu.Lock()
+	c.timerSet = false
+	batch := c.takeLocked(true)
+	c.mu.Unlock()
+	if batch != nil {
+		c.run(batch)
+	}
+}
+
+// run flushes batch, then starts the flush of what queued meanwhile, in a
+// goroutine of its own so that batch's callers need not wait for it.
+func (c *Coalescer) run(batch []*pushReq) {
+	c.flush(batch)
+	c.mu.Lock()
+	c.flights--
+	next := c.takeLocked(true)
+	c.idle.Broadcast()
+	c.mu.Unlock()
+	if next != nil {
+		go c.run(next)
+	}
+}
+
+// flush sends batch in one LPUSH and answers every push in it with the
+// result.
+func (c *Coalescer) flush(batch []*pushReq) {
+	n := 0
 	for _, r := range batch {
-		pipe.LPush(ctx, c.list.key, lpushArgs(r.entries)...)
+		n += len(r.entries)
 	}
-	cmds, err := pipe.Exec(ctx)
-	for i, r := range batch {
-		e := err
-		if i < len(cmds) {
-			e = cmds[i].Err()
+	args := make([]any, 0, n)
+	for _, r := range batch {
+		for _, e := range r.entries {
+			args = append(args, e)
 		}
-		if e != nil {
-			e = fmt.Errorf("push %d entries: %w", len(r.entries), e)
-		}
-		r.done <- e
 	}
+	deadline := c.deadline(batch)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := c.list.rdb.LPush(ctx, c.list.key, args...).Err()
+	cancel()
+	// The connection's deadline is the context's, and its i/o timeout
+	// can come first: callers match context.DeadlineExceeded.
+	if err != nil && !time.Now().Before(deadline) && !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.done <- pushErr(len(r.entries), err)
+		} else {
+			r.done <- nil
+		}
+	}
+}
+
+// deadline bounds a flush by Timeout and, when every push in it has a
+// deadline, by the latest of them: nobody waits for it longer.
+func (c *Coalescer) deadline(batch []*pushReq) time.Time {
+	limit := time.Now().Add(c.cfg.Timeout)
+	var latest time.Time
+	for _, r := range batch {
+		d, ok := r.ctx.Deadline()
+		if !ok {
+			return limit
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.Before(limit) {
+		return latest
+	}
+	return limit
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,19 +15,9 @@ import (
 	"github.com/uumhq/uum/store"
 )
 
-// Pipelining of the pushes of concurrent calls: workers pipelines in
-// flight at once, each carrying at most pipeline calls' LPUSHes, each
-// round-trip bounded by pipelineTimeout (a call's own bound is
-// Events.PushTimeout).
-const (
-	pushWorkers     = 4
-	pushPipeline    = 64
-	pipelineTimeout = time.Second
-)
-
 // Open builds the whole producer side from cfg, for an application that
 // logs events: a Postgres pool and a Redis client of its own, the store,
-// the buffer (with concurrent calls' pushes pipelined together), the
+// the buffer (with concurrent calls' pushes coalesced into one LPUSH), the
 // seen-pairs cache and the Client over them. Zero fields of cfg mean their
 // defaults (config.Config.WithDefaults), so config.Config{} talks to a
 // local Redis and Postgres; config.Load(os.LookupEnv) reads the UUM_*
@@ -66,7 +55,9 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	rdb := redis.NewClient(ropt)
 	closers = append(closers, func() { _ = rdb.Close() })
 
-	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), pushWorkers, pushPipeline, pipelineTimeout)
+	// Concurrent calls share one LPUSH per flush; each call is still bounded
+	// by Events.PushTimeout.
+	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), buffer.CoalescerConfig{})
 	closers = append(closers, pusher.Close)
 
 	if logger == nil {
@@ -106,7 +97,7 @@ func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Close stops the pipelined pushes (waiting for those in flight), flushes
+// Close stops the coalesced pushes (waiting for those queued and in flight), flushes
 // metrics and closes Redis and Postgres, for a Client made by Open; it
 // does nothing for one made by New, whose collaborators belong to the
 // caller. It is safe to call more than once. After Close, LogEvents and

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -922,8 +923,8 @@ func TestDefault(t *testing.T) {
 // benchClient returns a client over real Redis whose calls buffer "login"
 // and two facility variants.
 // benchPushers are the two ways to wire the buffer: a plain List (one
-// round-trip per call) and the Coalescer cmd/api uses (concurrent calls
-// share pipelines); NoRedis discards the entries, so its figures are the
+// round-trip per call) and the Coalescer Open and so cmd/api use
+// (concurrent calls share one LPUSH per flush); NoRedis discards the entries, so its figures are the
 // floor set by the machine, the load generator and LogEvents' own work.
 var benchPushers = []string{"List", "Coalescer", "NoRedis"}
 
@@ -932,9 +933,11 @@ type discard struct{}
 
 func (discard) Push(context.Context, [][]byte) error { return nil }
 
-func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevents.User) {
+func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevents.User, *lpushCounter) {
 	b.Helper()
 	rdb, prefix := redistest.Real(b)
+	lpushes := &lpushCounter{}
+	rdb.AddHook(lpushes)
 	cfg := testConfig()
 	cfg.PushTimeout = 50 * time.Millisecond
 	var p interface {
@@ -942,7 +945,7 @@ func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevent
 	} = buffer.New(rdb, prefix, 0)
 	switch pusher {
 	case "Coalescer":
-		c := buffer.NewCoalescer(buffer.New(rdb, prefix, 0), 4, 64, time.Second)
+		c := buffer.NewCoalescer(buffer.New(rdb, prefix, 0), buffer.CoalescerConfig{})
 		b.Cleanup(c.Close)
 		p = c
 	case "NoRedis":
@@ -952,7 +955,25 @@ func benchClient(b *testing.B, pusher string) (*uniqueevents.Client, uniqueevent
 	if err != nil {
 		b.Fatal(err)
 	}
-	return client, uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}
+	return client, uniqueevents.User{ID: userID, FacilityIDs: []string{"757", "668"}}, lpushes
+}
+
+// lpushCounter is a go-redis hook counting the LPUSHes sent.
+type lpushCounter struct{ n atomic.Int64 }
+
+func (c *lpushCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *lpushCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "lpush" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *lpushCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 func BenchmarkLogEvents(b *testing.B) {
@@ -962,7 +983,7 @@ func BenchmarkLogEvents(b *testing.B) {
 }
 
 func benchmarkLogEvents(b *testing.B, pusher string) {
-	client, user := benchClient(b, pusher)
+	client, user, _ := benchClient(b, pusher)
 	ctx := context.Background()
 	names := []string{"login"}
 	var durations []time.Duration
@@ -1014,7 +1035,7 @@ func BenchmarkLogEventsOpenLoop(b *testing.B) {
 
 func benchmarkLogEventsOpenLoop(b *testing.B, pusher string) {
 	const workers, perSec = 50, 400 // per worker
-	client, user := benchClient(b, pusher)
+	client, user, _ := benchClient(b, pusher)
 	ctx := context.Background()
 	names := []string{"login"}
 
@@ -1036,4 +1057,49 @@ func benchmarkLogEventsOpenLoop(b *testing.B, pusher string) {
 	if r.Errors > 0 {
 		b.Logf("%d of %d calls failed (push timeout %s)", r.Errors, len(r.Call), 50*time.Millisecond)
 	}
+}
+
+// BenchmarkLogEventsConcurrent is how fast one process buffers: 50
+// callers each calling LogEvents as soon as the previous call returned
+// (closed loop), each call buffering "login" and two facility variants.
+// It prints calls/s, events/s (entries buffered per second) and, over
+// Redis, entries/LPUSH.
+func BenchmarkLogEventsConcurrent(b *testing.B) {
+	for _, p := range benchPushers {
+		b.Run(p, func(b *testing.B) { benchmarkLogEventsConcurrent(b, p) })
+	}
+}
+
+func benchmarkLogEventsConcurrent(b *testing.B, pusher string) {
+	const callers = 50
+	client, user, lpushes := benchClient(b, pusher)
+	ctx := context.Background()
+	names := []string{"login"}
+	var calls, entries, failed atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for calls.Add(1) <= int64(max(b.N, callers*100)) {
+				got, err := client.LogEvents(ctx, user, names)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				entries.Add(int64(len(got)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	ok := float64(int64(max(b.N, callers*100)) - failed.Load())
+	b.ReportMetric(ok/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(entries.Load())/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(failed.Load()), "errors")
+	if n := lpushes.n.Load(); n > 0 {
+		b.ReportMetric(float64(entries.Load())/float64(n), "entries/LPUSH")
+	}
+	b.ReportMetric(0, "ns/op")
 }
