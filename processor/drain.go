@@ -108,6 +108,7 @@ type Drainer struct {
 	// uum.unique_users.total metrics; nil: not sent.
 	pipeline PipelineMetrics
 	counts   pipemetrics.CountReader
+	runLog   RunRecorder // nil: runs are not recorded
 	// counters project tracked events (nil: registered, not counted);
 	// buckets older than retention are not written.
 	counters  *rules.Set
@@ -153,6 +154,14 @@ func step(name string, err error) error {
 // waits for the next run, and Drain returns what it did with a nil error.
 // A deadline on ctx (a task timeout) is a failure.
 func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
+	start := time.Now()
+	sum, err := d.drain(ctx)
+	d.recordRun(ctx, start, sum, err)
+	return sum, err
+}
+
+// drain is Drain but for the run record.
+func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	parent := ctx
 	lease, err := d.buf.Acquire(ctx, d.cfg.LeaseTTL)

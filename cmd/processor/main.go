@@ -84,7 +84,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
 		processor.WithNames(names), processor.WithRunFailures(deps.Store),
-		processor.WithPipelineMetrics(deps.Pipeline, deps.Store),
+		processor.WithPipelineMetrics(deps.Pipeline, deps.Store), processor.WithRunRecorder(deps.Pipeline),
 		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames),
 		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
 

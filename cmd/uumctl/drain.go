@@ -24,8 +24,13 @@ func runDrain(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The options of processor -once (cmd/processor), but the asynq
+	// error handler's WithRunFailures: the same run, whoever starts it.
 	d := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, deps.Log(),
-		processor.WithNames(names), processor.WithPipelineMetrics(deps.Pipeline, deps.Store))
+		processor.WithNames(names),
+		processor.WithPipelineMetrics(deps.Pipeline, deps.Store), processor.WithRunRecorder(deps.Pipeline),
+		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames),
+		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
 	sum, err := d.Drain(ctx)
 	if err != nil {
 		return err

@@ -61,13 +61,24 @@ func TestUumctl(t *testing.T) {
 			TotalEvents int64 `json:"total_events"`
 			DLQCount    int64 `json:"dlq_count"`
 		} `json:"pipeline"`
+		LastRun struct {
+			Drained      int    `json:"entries_drained"`
+			Inserted     int    `json:"inserted"`
+			DeadLettered int    `json:"dead_lettered"`
+			Error        string `json:"error"`
+		} `json:"last_run"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	require.Equal(t, int64(3), st.Pipeline.TotalEvents)
 	require.Equal(t, int64(2), st.Pipeline.DLQCount)
+	require.Equal(t, 3, st.LastRun.Drained)
+	require.Equal(t, 1, st.LastRun.Inserted)
+	require.Equal(t, 2, st.LastRun.DeadLettered)
+	require.Empty(t, st.LastRun.Error)
 	out, code = uumctl(t, stack.Env, "status")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "open dead letters")
+	require.Regexp(t, `last run\s+ok, finished .*: 1 iterations, 3 drained, 1 inserted, 2 dead-lettered`, out)
 
 	out, code = uumctl(t, stack.Env, "dlq", "ls", "-event_name", "later", "--json")
 	require.Equal(t, 0, code, out)
@@ -190,4 +201,20 @@ not json
 func without(m map[string]any, key string) map[string]any {
 	delete(m, key)
 	return m
+}
+
+// TestDrainIsTheProcessorsDrain: uumctl drain applies the name cap as
+// processor -once does.
+func TestDrainIsTheProcessorsDrain(t *testing.T) {
+	t.Parallel()
+	stack := testenv.New(t)
+	stack.Env["UUM_MAX_EVENT_NAMES"] = "1"
+	ctx := context.Background()
+	for _, name := range []string{"first", "second"} {
+		e := uum.Event{UserID: uum.NewUUID(), Name: name}.MarshalWire(time.Now())
+		require.NoError(t, stack.Redis.LPush(ctx, stack.Prefix+"{buffer:0}:pending", e).Err())
+	}
+	out, code := uumctl(t, stack.Env, "drain", "--json")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"dead_lettered":1`)
 }

@@ -17,6 +17,8 @@ import (
 type statusReport struct {
 	Pipeline pipemetrics.Snapshot `json:"pipeline"`
 	Lease    *leaseInfo           `json:"lease"` // nil when no drainer holds it
+	// LastRun is the last drain run's summary, nil before the first.
+	LastRun *pipemetrics.Run `json:"last_run"`
 }
 
 type leaseInfo struct {
@@ -40,6 +42,9 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	rep := statusReport{Pipeline: snap}
+	if rep.LastRun, err = deps.Pipeline.LastRun(ctx); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
 	key := rediskey.Lease(deps.Config.Redis.KeyPrefix, 0)
 	token, err := deps.Redis.Get(ctx, key).Result()
 	switch {
@@ -72,8 +77,26 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 		{"drained last 60s", strconv.FormatInt(snap.ProcessingRate, 10)},
 		{"latency p50/p95/p99", fmt.Sprintf("%.0f/%.0f/%.0f ms (%d samples)", snap.ProcessingTimeMS.P50, snap.ProcessingTimeMS.P95, snap.ProcessingTimeMS.P99, snap.ProcessingTimeMS.Samples)},
 		{"open dead letters", strconv.FormatInt(snap.DLQCount, 10)},
+		{"last run", lastRun(rep.LastRun)},
+	}
+	if rep.LastRun != nil && rep.LastRun.Error != "" {
+		rows = append(rows, []string{"last run error", rep.LastRun.Error})
 	}
 	return c.print(rep, nil, rows)
+}
+
+// lastRun describes the last drain run in one line.
+func lastRun(r *pipemetrics.Run) string {
+	if r == nil {
+		return "none recorded"
+	}
+	outcome := "ok"
+	if r.Error != "" {
+		outcome = "FAILED"
+	}
+	return fmt.Sprintf("%s, finished %s, took %s: %d iterations, %d drained, %d inserted, %d dead-lettered",
+		outcome, timeOrNever(&r.FinishedAt), r.FinishedAt.Sub(r.StartedAt).Round(time.Millisecond),
+		r.Iterations, r.Drained, r.Inserted, r.DeadLettered)
 }
 
 func timeOrNever(t *time.Time) string {

@@ -25,3 +25,9 @@ func MetricsRate(prefix string, shard int) string {
 func MetricsLatency(prefix string, minute int64) string {
 	return prefix + "metrics:latency:" + strconv.FormatInt(minute, 10)
 }
+
+// MetricsLastRun returns the string key holding the JSON summary of the
+// last drain run of a shard (pipemetrics.Run), overwritten by each run.
+func MetricsLastRun(prefix string, shard int) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:last_run"
+}

@@ -16,6 +16,7 @@ func TestKeys(t *testing.T) {
 		require.Equal(t, "p:{buffer:3}:pending", rediskey.Buffer("p:", 3))
 		require.Equal(t, "p:{buffer:3}:lease", rediskey.Lease("p:", 3))
 		require.Equal(t, "p:{buffer:3}:cursor", rediskey.Cursor("p:", 3))
+		require.Equal(t, "p:metrics:{buffer:3}:last_run", rediskey.MetricsLastRun("p:", 3))
 	})
 
 	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
