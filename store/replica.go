@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,9 @@ const (
 	// MetricReadFallback counts reads served by the primary while a
 	// replica is configured.
 	MetricReadFallback = "uum.db.read_fallback"
+	// MetricReplicaRecovered counts the replica answering again after
+	// it was unreachable.
+	MetricReplicaRecovered = "uum.db.replica_recovered"
 )
 
 // replicaRetry is how long reads stay on the primary after the replica
@@ -72,25 +76,42 @@ func (s *Store) reader() (DBTX, bool) {
 }
 
 // read runs f on the replica when there is a usable one, else, or when
-// the replica cannot be reached, on the primary. A Postgres error or a
-// cancelled ctx is the query's failure, not the replica's, and is
-// returned as it is.
+// the replica is unavailable, on the primary. A Postgres error about the
+// query (not the connection) or a cancelled ctx is the query's failure,
+// not the replica's, and is returned as it is.
 func (s *Store) read(ctx context.Context, f func(db DBTX) error) error {
 	db, onReplica := s.reader()
 	err := f(db)
 	if !onReplica {
 		return err
 	}
-	var pgErr *pgconn.PgError
-	if err == nil || ctx.Err() != nil || errors.As(err, &pgErr) {
-		if err == nil {
-			s.replica.markUp(ctx)
-		}
+	if err == nil {
+		s.replica.markUp(ctx)
+		return nil
+	}
+	if ctx.Err() != nil || !unavailable(err) {
 		return err
 	}
 	s.replica.markDown(ctx, err)
 	_ = s.replica.stats.Incr(MetricReadFallback, nil, 1)
 	return f(s.pool)
+}
+
+// unavailable reports whether err says the replica cannot serve reads
+// at all, rather than that this query failed: it could not be connected
+// to (including a refusal from the server, such as "the database system
+// is starting up"), the connection broke, or it is shutting down.
+func unavailable(err error) bool {
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return true // a network error
+	}
+	// Class 08: connection exception; 57P01-57P03: admin or crash
+	// shutdown, cannot connect now.
+	return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
 }
 
 func (r *replica) markDown(ctx context.Context, err error) {
@@ -110,6 +131,7 @@ func (r *replica) markUp(ctx context.Context) {
 	defer r.mu.Unlock()
 	if r.down {
 		r.down = false
+		_ = r.stats.Incr(MetricReplicaRecovered, nil, 1)
 		r.logger.InfoContext(ctx, "read replica available again")
 	}
 }
