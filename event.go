@@ -98,7 +98,7 @@ type wireEntry struct {
 // (one with "id" and "type"). It returns a *DecodeError naming the reason
 // for anything else, so the drain can dead-letter it.
 func DecodeWire(raw []byte) (Entry, error) {
-	if e, ok := decodeUserEventFast(raw); ok {
+	if e, ok := decodeFast(raw); ok {
 		return e, nil
 	}
 	return decodeGeneral(raw)

@@ -111,16 +111,51 @@ func (c *Counter) KeyOf(dims map[string]string) Key { return keyOf(c.Dimensions,
 func (c *Counter) EntityOf(dims map[string]string) Key { return keyOf(c.Entity, dims) }
 
 func keyOf(names []string, dims map[string]string) Key {
-	sel := make(map[string]string, len(names))
-	for _, d := range names {
-		sel[d] = dims[d]
-	}
-	b, _ := json.Marshal(sel) // a map of strings always encodes; keys come out sorted
+	b := appendCanonical(make([]byte, 0, 64), names, dims)
 	sum := sha256.Sum256(b)
 	var k Key
 	k.Canonical = string(b)
 	copy(k.Hash[:], sum[:])
 	return k
+}
+
+// appendCanonical appends the canonical form of the dimensions names (sorted)
+// in dims: what encoding/json writes for the map of them. Stored keys
+// are digests of it, so it must never change; plain strings (printable
+// ASCII that JSON writes as is) are written directly, anything else goes
+// through encoding/json.
+func appendCanonical(b []byte, names []string, dims map[string]string) []byte {
+	b = append(b, '{')
+	for i, d := range names {
+		v := dims[d]
+		if !plainJSON(d) || !plainJSON(v) {
+			sel := make(map[string]string, len(names))
+			for _, d := range names {
+				sel[d] = dims[d]
+			}
+			enc, _ := json.Marshal(sel) // a map of strings always encodes; keys come out sorted
+			return append(b[:0], enc...)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, '"'), d...), `":"`...)
+		b = append(append(b, v...), '"')
+	}
+	return append(b, '}')
+}
+
+// plainJSON reports whether encoding/json writes s between quotes as it
+// is: printable ASCII other than the quote, the backslash and the
+// characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // Step is one ±1 of a persistent counter caused by one event.

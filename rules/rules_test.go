@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -220,4 +221,28 @@ func TestLoadMissingFile(t *testing.T) {
 	var re *rules.Error
 	require.ErrorAs(t, err, &re)
 	require.Contains(t, err.Error(), "nope.yaml: open")
+}
+
+// FuzzKeyIsEncodingJSON checks that the canonical form is, byte for byte,
+// what encoding/json writes for the selected dimensions: stored keys are
+// digests of it and must not change with the code that writes it.
+func FuzzKeyIsEncodingJSON(f *testing.F) {
+	set, err := rules.Parse("c.yaml", []byte(`
+counters:
+  - counterName: c
+    mode: persistent
+    dimensions: [a, b, "<&>"]
+    rules: [{on: x, op: increment}]
+`))
+	require.NoError(f, err)
+	c := set.Counter("c")
+	for _, seed := range [][3]string{{"1", "2", "3"}, {"", "é", "<"}, {"\"", "\\", "\x00"}, {"\xff", "\u2028", "a&b"}} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	f.Fuzz(func(t *testing.T, a, b, amp string) {
+		dims := map[string]string{"a": a, "b": b, "<&>": amp, "other": a}
+		want, err := json.Marshal(map[string]string{"a": a, "b": b, "<&>": amp})
+		require.NoError(t, err)
+		require.Equal(t, string(want), c.KeyOf(dims).Canonical)
+	})
 }

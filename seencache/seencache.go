@@ -300,13 +300,25 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 		return err
 	}
 	users := groupUsers(pairs)
+	// Each user's ids are a slice of one buffer: a batch has ~1,000 users.
+	owner := make([]int, len(pairs))
+	size := make([]int, len(users.users))
+	for i, p := range pairs {
+		owner[i] = users.index[p.UserID]
+		if ids[i] >= 0 && ids[i] < maxID {
+			size[owner[i]] += 3
+		}
+	}
 	add := make([]userIDs, len(users.users))
+	packed := make([]byte, 0, 3*len(pairs))
 	for i, u := range users.users {
 		add[i].user = u
+		add[i].ids = packed[len(packed) : len(packed) : len(packed)+size[i]]
+		packed = packed[:len(packed)+size[i]]
 	}
-	for i, p := range pairs {
+	for i := range pairs {
 		if ids[i] >= 0 && ids[i] < maxID {
-			a := &add[users.index[p.UserID]]
+			a := &add[owner[i]]
 			a.ids = append(a.ids, byte(ids[i]>>16), byte(ids[i]>>8), byte(ids[i]))
 		}
 	}
@@ -453,22 +465,25 @@ func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs)
 	return oversized, nil
 }
 
-// readScript returns users' lists in the current generation and, for
+// readScript returns users' lists in the current generation or, for
 // those not in it, in the previous one: one call per group of buckets
-// instead of two commands per user, which is most of what a drain costs
+// instead of two commands per user, which was most of what a drain cost
 // Redis and the client.
 // KEYS: per user, its bucket in the current generation, then in the
-// previous one. ARGV: per user, its field. Returns, per user, its current
-// list and its previous one (false where absent; the previous one is not
-// read when the current one exists).
+// previous one. ARGV: per user, its field. Returns two arrays: per user,
+// its list (false where absent); and the positions (1-based) of the
+// users whose list came from the previous generation.
 var readScript = redis.NewScript(`
-local out = {}
+local lists, old = {}, {}
 for u = 1, #ARGV do
-	local cur = redis.call('HGET', KEYS[2 * u - 1], ARGV[u])
-	out[2 * u - 1] = cur
-	out[2 * u] = (not cur) and redis.call('HGET', KEYS[2 * u], ARGV[u])
+	local v = redis.call('HGET', KEYS[2 * u - 1], ARGV[u])
+	if not v then
+		v = redis.call('HGET', KEYS[2 * u], ARGV[u])
+		if v then old[#old + 1] = u end
+	end
+	lists[u] = v
 end
-return out`)
+return {lists, old}`)
 
 // read returns the packed ids of users in generation g and, where they
 // are not there, in g-1 ("" where absent), in one pipelined round-trip.
@@ -486,16 +501,34 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 	}
 	cur, prev = make([]string, len(users)), make([]string, len(users))
 	for k, cl := range calls {
-		vals, err := cmds[k].Slice()
-		if err != nil || len(vals) != 2*len(cl.users) {
-			return nil, nil, fmt.Errorf("read seen cache: unexpected reply %v (%v)", cmds[k].Val(), err)
+		lists, old, ok := readReply(cmds[k].Val(), len(cl.users))
+		if !ok {
+			return nil, nil, fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
 		}
 		for j, i := range cl.users {
-			cur[i], _ = vals[2*j].(string)
-			prev[i], _ = vals[2*j+1].(string)
+			cur[i], _ = lists[j].(string)
+		}
+		for _, pos := range old {
+			n, _ := pos.(int64)
+			if n < 1 || int(n) > len(cl.users) {
+				return nil, nil, fmt.Errorf("read seen cache: unexpected position %v", pos)
+			}
+			i := cl.users[n-1]
+			cur[i], prev[i] = "", cur[i]
 		}
 	}
 	return cur, prev, nil
+}
+
+// readReply splits readScript's reply for n users.
+func readReply(v any, n int) (lists, old []any, ok bool) {
+	parts, ok := v.([]any)
+	if !ok || len(parts) != 2 {
+		return nil, nil, false
+	}
+	lists, ok1 := parts[0].([]any)
+	old, ok2 := parts[1].([]any)
+	return lists, old, ok1 && ok2 && len(lists) == n
 }
 
 // scriptCall is one script call: the users (indexes into a batch's
@@ -508,20 +541,39 @@ type scriptCall struct {
 }
 
 // groupCalls splits users into one call per group of buckets, each
-// user's keys being its bucket in generation g and in g-1.
+// user's keys being its bucket in generation g and in g-1. The keys are
+// built in one buffer and sliced out of one string: a batch has
+// thousands of them.
 func (c *Cache) groupCalls(scope string, g int64, users []uum.UUID) []*scriptCall {
-	byGroup := make(map[uint32]*scriptCall, min(len(users), Groups))
+	var byGroup [Groups]*scriptCall
 	calls := make([]*scriptCall, 0, min(len(users), Groups))
+	buf := make([]byte, 0, 2*len(users)*(len(c.prefix)+len(scope)+32))
+	ends := make([]int, 0, 2*len(users))
+	buckets := make([]uint32, len(users))
 	for i, u := range users {
 		b := c.bucket(u)
-		cl := byGroup[b%Groups]
+		buckets[i] = b
+		buf = rediskey.AppendSeen(buf, c.prefix, scope, g, b, Groups)
+		ends = append(ends, len(buf))
+		buf = rediskey.AppendSeen(buf, c.prefix, scope, g-1, b, Groups)
+		ends = append(ends, len(buf))
+	}
+	var sizes [Groups]int
+	for _, b := range buckets {
+		sizes[b%Groups]++
+	}
+	all, start := string(buf), 0
+	for i, b := range buckets {
+		grp := b % Groups
+		cl := byGroup[grp]
 		if cl == nil {
-			cl = &scriptCall{}
-			byGroup[b%Groups] = cl
+			cl = &scriptCall{users: make([]int, 0, sizes[grp]), keys: make([]string, 0, 2*sizes[grp])}
+			byGroup[grp] = cl
 			calls = append(calls, cl)
 		}
 		cl.users = append(cl.users, i)
-		cl.keys = append(cl.keys, rediskey.Seen(c.prefix, scope, g, b, Groups), rediskey.Seen(c.prefix, scope, g-1, b, Groups))
+		cl.keys = append(cl.keys, all[start:ends[2*i]], all[ends[2*i]:ends[2*i+1]])
+		start = ends[2*i+1]
 	}
 	return calls
 }

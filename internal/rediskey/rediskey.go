@@ -34,6 +34,14 @@ func Cursor(prefix string, shard int) string {
 // (bucket mod groups) but not the generation, so a script can move a user
 // between generations, and write many users of a group, atomically.
 func Seen(prefix, scope string, generation int64, bucket, groups uint32) string {
-	return prefix + "s:{" + scope + ":" + strconv.FormatUint(uint64(bucket%groups), 10) + "}:" +
-		strconv.FormatInt(generation, 10) + ":" + strconv.FormatUint(uint64(bucket), 10)
+	return string(AppendSeen(nil, prefix, scope, generation, bucket, groups))
+}
+
+// AppendSeen appends Seen's key to b: the seen-cache builds a batch's
+// thousands of keys in one buffer.
+func AppendSeen(b []byte, prefix, scope string, generation int64, bucket, groups uint32) []byte {
+	b = append(append(append(b, prefix...), "s:{"...), scope...)
+	b = strconv.AppendUint(append(b, ':'), uint64(bucket%groups), 10)
+	b = strconv.AppendInt(append(b, "}:"...), generation, 10)
+	return strconv.AppendUint(append(b, ':'), uint64(bucket), 10)
 }
