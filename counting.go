@@ -72,3 +72,15 @@ type Duplicate struct {
 	Index       int // into BatchWrite.Tracked
 	FirstSeenAt time.Time
 }
+
+// CounterValue is one key of a persistent counter as read: its
+// dimensions (every dimension of the counter, "" for one the events did not
+// carry), its value, and when a drain last changed it (nil for a key no
+// drain ever wrote, whose value is 0). Key is the digest the counter is
+// stored under.
+type CounterValue struct {
+	Key        []byte
+	Dimensions map[string]string
+	Value      int64
+	UpdatedAt  *time.Time
+}

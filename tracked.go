@@ -113,6 +113,11 @@ func validateText(field, s string, max int) error {
 	return nil
 }
 
+// ValidateOrgID returns a *ValidationError naming field if s is not an
+// org_id a tracked event may carry: 1-128 characters, no control
+// characters.
+func ValidateOrgID(field, s string) error { return validateText(field, s, MaxOrgIDLen) }
+
 // textProblem returns why s is not a valid identifier of at most max
 // characters, or "".
 func textProblem(s string, max int) string {

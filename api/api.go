@@ -1,8 +1,9 @@
 // Package api is the HTTP face of uum: it ingests events for apps that
 // cannot link the uniqueevents library, answers "did this user ever log
-// this event" and serves the unique-user counts. Every response is JSON,
-// errors included, and every request is logged once, by its route and
-// request id, never by its path (which holds user ids).
+// this event" and serves the unique-user counts and the event counters.
+// Every response is JSON, errors included, and every request is logged
+// once, by its route and request id, never by its path (which holds user
+// ids).
 package api
 
 import (
@@ -18,6 +19,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -73,6 +75,10 @@ type server struct {
 	mux     *http.ServeMux
 	dlq     DeadLetters    // nil: no /v1/dlq routes
 	metrics *metricsRoutes // nil: no metrics routes
+	// counterSet defines the counters counters reads; nil: none.
+	counterSet *rules.Set
+	counters   CounterReader
+	now        func() time.Time
 
 	readyMu sync.Mutex
 	failing map[string]string // the checks the last /readyz found failing
@@ -93,6 +99,7 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 		tokens: newTokens(cfg.Tokens),
 		logger: logger,
 		mux:    http.NewServeMux(),
+		now:    time.Now,
 	}
 	for _, o := range opts {
 		o(s)
@@ -119,6 +126,7 @@ func (s *server) routes() {
 	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
+	s.counterRoutes()
 	s.dlqRoutes()
 	s.addMetricsRoutes()
 	s.mux.HandleFunc(routeHealthz, s.healthz)
@@ -132,13 +140,16 @@ const (
 )
 
 // queryParams lists the query parameters of the routes that take any;
-// the others take none. A parameter not listed for its route, or given
-// twice, is a 400 naming it: a typo (?event=login) must not silently
-// widen a query.
+// the others take none; one ending in "*" stands for every non-empty
+// continuation of what precedes it. A parameter not listed for its route,
+// or given twice, is a 400 naming it: a typo (?event=login) must not
+// silently widen a query.
 var queryParams = map[string][]string{
-	"GET /v1/unique-counts": {"event_name"},
-	"GET /v1/dlq":           slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
-	"POST /v1/dlq/replay":   slices.Concat(dlqFilterParams, []string{"dry_run"}),
+	"GET /v1/unique-counts":   {"event_name"},
+	"GET /v1/counters/{name}": counterParams,
+	"GET /v1/windows/{name}":  windowParams,
+	"GET /v1/dlq":             slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
+	"POST /v1/dlq/replay":     slices.Concat(dlqFilterParams, []string{"dry_run"}),
 }
 
 // checkQuery answers 400 and returns false if r's query has a parameter
@@ -155,7 +166,7 @@ func checkQuery(w http.ResponseWriter, r *http.Request) bool {
 	allowed := queryParams[r.Pattern]
 	for name, values := range q {
 		switch {
-		case !slices.Contains(allowed, name):
+		case !slices.ContainsFunc(allowed, func(a string) bool { return paramMatches(a, name) }):
 			writeError(w, http.StatusBadRequest, "invalid_request", name, "unknown query parameter "+strconv.Quote(name)+allowedList(allowed))
 			return false
 		case len(values) > 1:
@@ -164,6 +175,15 @@ func checkQuery(w http.ResponseWriter, r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// paramMatches reports whether the parameter name is allowed, a
+// queryParams entry.
+func paramMatches(allowed, name string) bool {
+	if prefix, ok := strings.CutSuffix(allowed, "*"); ok {
+		return len(name) > len(prefix) && strings.HasPrefix(name, prefix)
+	}
+	return name == allowed
 }
 
 // allowedList names the parameters a route takes, for the 400.

@@ -21,13 +21,14 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/internal/uuidtest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 const (
@@ -244,7 +245,7 @@ func call(h http.Handler, method, path, token, body string) *httptest.ResponseRe
 }
 
 // requireJSON asserts the status and decodes the JSON body into v.
-func requireJSON(t *testing.T, rec *httptest.ResponseRecorder, status int, v any) {
+func requireJSON(t testing.TB, rec *httptest.ResponseRecorder, status int, v any) {
 	t.Helper()
 	require.Equal(t, status, rec.Code, rec.Body.String())
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/uumhq/uum"
 )
@@ -49,4 +52,50 @@ func ApplyCounters(ctx context.Context, db DBTX, deltas []uum.CounterDelta) erro
 		return fmt.Errorf("apply counters: %w", err)
 	}
 	return nil
+}
+
+// CounterValue returns counter's value at key, read from the replica when
+// there is one. A key never written reads 0 with a nil UpdatedAt; its
+// Dimensions are then nil.
+func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (uum.CounterValue, error) {
+	v := uum.CounterValue{Key: key}
+	err := s.read(ctx, func(db DBTX) error {
+		err := db.QueryRow(ctx, `
+			SELECT dimensions_json, value, updated_at FROM counters
+			WHERE counter_name = $1 AND dimension_key = $2`, counter, key).Scan(&v.Dimensions, &v.Value, &v.UpdatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return uum.CounterValue{}, fmt.Errorf("counter value: %w", interpret(err))
+	}
+	return v, nil
+}
+
+// CounterValues returns up to limit keys of counter in key order, those
+// after the key after (nil: from the first), read from the replica when
+// there is one: a keyset page, as cheap at the millionth key as at the
+// first.
+func (s *Store) CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]uum.CounterValue, error) {
+	if after == nil {
+		after = []byte{} // sorts before every key
+	}
+	var out []uum.CounterValue
+	err := s.read(ctx, func(db DBTX) error {
+		rows, err := db.Query(ctx, `
+			SELECT dimension_key, dimensions_json, value, updated_at FROM counters
+			WHERE counter_name = $1 AND dimension_key > $2
+			ORDER BY dimension_key LIMIT $3`, counter, after, limit)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[uum.CounterValue])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counter values: %w", interpret(err))
+	}
+	return out, nil
 }

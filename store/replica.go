@@ -33,10 +33,10 @@ const replicaRetry = 10 * time.Second
 type Option func(*Store)
 
 // WithReplica sends the read-only queries of the request path
-// (EventLogged, UniqueCounts) to pool, a read replica. When the replica cannot be
-// reached they go to the primary, and the replica is tried again after
-// 10 s; each change is logged once and counted. stats and logger may be
-// nil.
+// (EventLogged, UniqueCounts, CounterValue, CounterValues, WindowSum) to
+// pool, a read replica. When the replica cannot be reached they go to the
+// primary, and the replica is tried again after 10 s; each change is
+// logged once and counted. stats and logger may be nil.
 func WithReplica(pool *pgxpool.Pool, logger *slog.Logger, stats statsd.ClientInterface) Option {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -59,19 +60,34 @@ func (s *Store) DeleteBucketsBefore(ctx context.Context, minute int64) (int64, e
 	return tag.RowsAffected(), nil
 }
 
-// WindowCount returns the sum of counter's buckets in scope from minute
-// from on, and the as_of time (zero if nothing was ever counted).
-func (s *Store) WindowCount(ctx context.Context, counter, scope string, from int64) (int64, *time.Time, error) {
+// windowSumSQL sums a range of one scope's minute buckets: a range scan
+// of the primary key (counter_name, scope, minute), one row per minute at
+// most. as_of comes in the same snapshot.
+const windowSumSQL = `
+	SELECT COALESCE((SELECT sum(count) FROM window_buckets
+	                 WHERE counter_name = $1 AND scope = $2 AND minute BETWEEN $3 AND $4), 0)::bigint,
+	       (SELECT committed_at FROM counter_commits)`
+
+// WindowSum returns the sum of counter's buckets in scope over the epoch
+// minutes from to to, both included, and the as_of time (nil if no drain
+// ever counted anything), read from the replica when there is one.
+func (s *Store) WindowSum(ctx context.Context, counter, scope string, from, to int64) (int64, *time.Time, error) {
 	var (
 		n    int64
 		asOf *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `
-		SELECT COALESCE((SELECT sum(count) FROM window_buckets
-		                 WHERE counter_name = $1 AND scope = $2 AND minute >= $3), 0)::bigint,
-		       (SELECT committed_at FROM counter_commits)`, counter, scope, from).Scan(&n, &asOf)
+	err := s.read(ctx, func(db DBTX) error {
+		return db.QueryRow(ctx, windowSumSQL, counter, scope, from, to).Scan(&n, &asOf)
+	})
 	if err != nil {
 		return 0, nil, fmt.Errorf("window count: %w", interpret(err))
 	}
 	return n, asOf, nil
+}
+
+// WindowCount returns the sum of counter's buckets in scope from minute
+// from on, future minutes included, and the as_of time (nil if nothing
+// was ever counted).
+func (s *Store) WindowCount(ctx context.Context, counter, scope string, from int64) (int64, *time.Time, error) {
+	return s.WindowSum(ctx, counter, scope, from, math.MaxInt64)
 }
