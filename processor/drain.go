@@ -260,8 +260,8 @@ func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.C
 }
 
 // run is the batch loop. While one batch commits, the next is prepared
-// (decoded, deduped, checked against the cache), overlapping Redis and
-// Postgres work. The next batch is peeked before the current one is
+// (decoded, deduped, checked against the cache) and the previous one's
+// pairs are marked in the cache, overlapping Redis and Postgres work. The next batch is peeked before the current one is
 // trimmed, past its entries, so the trim cannot shift what it reads.
 func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error) {
 	var sum Summary
@@ -277,6 +277,8 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 	if err != nil {
 		return sum, err
 	}
+	var marks marker
+	defer marks.wait()
 	next := d.prepare(ctx, lease.Position(0), raw)
 	for len(next.raw) > 0 && sum.Iterations < d.cfg.MaxIterations {
 		cur := next
@@ -289,7 +291,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 				go func() { prefetched <- d.prepare(ctx, at, raw) }()
 			}
 		}
-		err := d.finish(ctx, lease, cur)
+		err := d.finish(ctx, lease, cur, &marks)
 		next = &batch{}
 		if prefetched != nil {
 			next = <-prefetched
@@ -357,10 +359,10 @@ func (d *Drainer) build(at uum.Position, raw []string) *batch {
 }
 
 // finish commits the batch, then emits the increments, trims the batch
-// and marks the cache. Once the commit is done the rest runs even if ctx is
-// cancelled, so a shutdown never leaves a committed batch untrimmed
-// without cause.
-func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) error {
+// and starts marking the cache, which overlaps the next batch's commit.
+// Once the commit is done the rest runs even if ctx is cancelled, so a
+// shutdown never leaves a committed batch untrimmed without cause.
+func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, marks *marker) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -403,12 +405,42 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch) err
 	tally := buffer.Tally{Delivered: len(b.raw) - len(b.dead), Failed: len(b.dead), At: time.Now()}
 	trimErr := lease.TrimTally(tctx, len(b.raw), tally)
 
-	mctx, cancelMark := detach(ctx, markTimeout)
-	defer cancelMark()
-	if err := d.seen.Mark(mctx, b.unseen); err != nil {
-		d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
-	}
+	// The mark only saves later work (a pair not yet marked goes to
+	// Postgres, which finds it), so it runs in the background while the
+	// next batch commits: Redis and Postgres work at the same time.
+	marks.start(func() {
+		mctx, cancelMark := detach(ctx, markTimeout)
+		defer cancelMark()
+		if err := d.seen.Mark(mctx, b.unseen); err != nil {
+			d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
+		}
+	})
 	return step("trim", trimErr)
+}
+
+// marker runs the seen-cache marks of committed batches in the
+// background, one at a time and in order.
+type marker struct {
+	done chan struct{}
+}
+
+// start waits for the mark in flight, then starts mark.
+func (m *marker) start(mark func()) {
+	m.wait()
+	done := make(chan struct{})
+	m.done = done
+	go func() {
+		defer close(done)
+		mark()
+	}()
+}
+
+// wait returns once no mark is in flight.
+func (m *marker) wait() {
+	if m.done != nil {
+		<-m.done
+		m.done = nil
+	}
 }
 
 // limitNames applies the cap on registered names: the batch's new names
