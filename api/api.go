@@ -1,9 +1,10 @@
 // Package api is the HTTP face of uum: it ingests events for apps that
 // cannot link the uniqueevents library, answers "did this user ever log
 // this event" and serves the unique-user counts and the event counters.
-// Every response is JSON, errors included, and every request is logged
-// once, by its route and request id, never by its path (which holds user
-// ids).
+// Every response is JSON, errors included. Requests are logged by their
+// route and request id, never by their path (which holds user ids): every
+// error, and successes sampled to one line a second per route counting
+// the others.
 package api
 
 import (
@@ -82,6 +83,8 @@ type server struct {
 
 	readyMu sync.Mutex
 	failing map[string]string // the checks the last /readyz found failing
+
+	samplers sync.Map // route pattern → *successSampler
 }
 
 // New returns the HTTP handler. POST routes need a token with scope

@@ -920,7 +920,7 @@ func TestRouting(t *testing.T) {
 		require.Equal(t, "GET, HEAD", rec.Header().Get("Allow"))
 	})
 
-	t.Run("LogsEachRequest", func(t *testing.T) {
+	t.Run("LogsARequest", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		rec := call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
@@ -932,6 +932,46 @@ func TestRouting(t *testing.T) {
 		require.NotNil(t, line.DurationMS)
 		require.Len(t, line.RequestID, 16, "generated")
 		require.Equal(t, line.RequestID, rec.Header().Get("X-Request-Id"))
+	})
+
+	// A line per success would be a write per request on the hot path;
+	// errors are what an operator must see, each of them.
+	t.Run("SamplesSuccessesAndLogsEveryError", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			b := setup(t)
+			for range 5 {
+				require.Equal(t, http.StatusAccepted, call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody("")).Code)
+			}
+			for range 3 {
+				require.Equal(t, http.StatusBadRequest, call(b.fake, http.MethodPost, "/v1/events", ingestToken, "{").Code)
+			}
+			require.Equal(t, http.StatusUnauthorized, call(b.fake, http.MethodPost, "/v1/events", "", eventsBody("")).Code)
+			time.Sleep(time.Second)
+			require.Equal(t, http.StatusAccepted, call(b.fake, http.MethodPost, "/v1/events", ingestToken, eventsBody("")).Code)
+
+			var statuses []int
+			var requests []int64
+			for _, l := range strings.Split(strings.TrimSpace(b.logs.String()), "\n") {
+				line := requestLine(t, []byte(l))
+				statuses = append(statuses, line.Status)
+				requests = append(requests, line.Requests)
+			}
+			require.Equal(t, []int{202, 400, 400, 400, 401, 202}, statuses)
+			// The second success line counts itself and the 4 skipped.
+			require.Equal(t, []int64{1, 0, 0, 0, 0, 5}, requests)
+		})
+	})
+
+	t.Run("LogsEverySuccessAtDebugLevel", func(t *testing.T) {
+		t.Parallel()
+		var logs bytes.Buffer
+		h := api.New(config.API{Tokens: []config.Token{{Scope: "ingest", Value: ingestToken}}}, &fakeEvents{}, nil, nil,
+			slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		for range 3 {
+			call(h, http.MethodPost, "/v1/events", ingestToken, eventsBody(""))
+		}
+		require.Len(t, strings.Split(strings.TrimSpace(logs.String()), "\n"), 3)
 	})
 
 	// A path holds a user id; the log names the route instead.
@@ -989,6 +1029,7 @@ type requestLog struct {
 	Status     int      `json:"status"`
 	DurationMS *float64 `json:"duration_ms"`
 	RequestID  string   `json:"request_id"`
+	Requests   int64    `json:"requests"`
 }
 
 func requestLine(t *testing.T, line []byte) requestLog {

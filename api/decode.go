@@ -35,8 +35,17 @@ func (q ingestRequest) options() []uniqueevents.Option {
 //	 "user_facility_ids":["757"],"event_facility_ids":[757]}
 //
 // Unknown fields are ignored. It returns a *uum.ValidationError naming the
-// first bad field.
+// first bad field. Most bodies take decodeIngestFast's single pass; the
+// rest, and every bad one, the general path below.
 func decodeIngest(body []byte) (ingestRequest, error) {
+	if q, ok := decodeIngestFast(body); ok {
+		return q, nil
+	}
+	return decodeIngestGeneral(body)
+}
+
+// decodeIngestGeneral is decodeIngest with encoding/json, for any body.
+func decodeIngestGeneral(body []byte) (ingestRequest, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
 		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {

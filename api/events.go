@@ -11,8 +11,7 @@ import (
 
 // postEvents buffers the events of one user: POST /v1/events.
 func (s *server) postEvents(w http.ResponseWriter, r *http.Request) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "", "Content-Type must be application/json")
+	if !requireJSONBody(w, r) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
@@ -31,14 +30,23 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.unavailable(w, r, "event buffer", err)
 	case len(buffered) == 0:
-		writeJSON(w, http.StatusOK, bufferedBody{BufferedEvents: []string{}}) // logging is disabled
+		writeList(w, http.StatusOK, "buffered_events", []string{}) // logging is disabled
 	default:
-		writeJSON(w, http.StatusAccepted, bufferedBody{BufferedEvents: buffered})
+		writeList(w, http.StatusAccepted, "buffered_events", buffered)
 	}
 }
 
-type bufferedBody struct {
-	BufferedEvents []string `json:"buffered_events"`
+// requireJSONBody answers 415 and returns false unless r's body is JSON.
+func requireJSONBody(w http.ResponseWriter, r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return true // what nearly every client sends: no parsing
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "", "Content-Type must be application/json")
+		return false
+	}
+	return true
 }
 
 // bodyUnreadable answers a body that could not be read in full.

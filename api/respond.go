@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -29,11 +30,49 @@ type errorDetail struct {
 // escaped: the body is JSON, never HTML, and a message quoting `<token>`
 // must read as such.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // the client is gone; nothing left to tell it
+}
+
+// jsonContentType is shared by every response: net/http only reads it.
+var jsonContentType = []string{"application/json"}
+
+// writeList writes {"<key>":[list...]} exactly as writeJSON would, but
+// without reflection when every string is plain (printable ASCII without
+// quotes or backslashes), as event names always are: the ingest routes
+// answer with one on every request.
+func writeList(w http.ResponseWriter, status int, key string, list []string) {
+	n := len(key) + 8
+	for _, v := range list {
+		if !plainASCII(v) {
+			writeJSON(w, status, map[string][]string{key: list})
+			return
+		}
+		n += len(v) + 3
+	}
+	if list == nil {
+		writeJSON(w, status, map[string][]string{key: list})
+		return
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":[`...)
+	for i, v := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, v...)
+		b = append(b, '"')
+	}
+	b = append(b, "]}\n"...)
+	w.Header()["Content-Type"] = jsonContentType
+	w.WriteHeader(status)
+	_, _ = w.Write(b) // the client is gone; nothing left to tell it
 }
 
 // writeError writes an error response. field, if not empty, names the
@@ -78,6 +117,12 @@ func (s *server) unavailable(w http.ResponseWriter, r *http.Request, op string, 
 // its path, which holds user ids; probes of /healthz and /readyz at debug
 // level, since a load balancer sends them every few seconds. It never logs
 // headers, so tokens stay out of the logs.
+//
+// Every 4xx and 5xx is logged. Successes are sampled unless debug logging
+// is on: a route logs at most one success a second, whose "requests"
+// field counts it and the successes since the route's previous line, so
+// that a busy API does not write a line per request on its hot path
+// while no request goes uncounted.
 func (s *server) logRequest(r *http.Request, pattern string, status int, start time.Time) {
 	level := slog.LevelInfo
 	if pattern == routeHealthz || pattern == routeReadyz {
@@ -90,13 +135,45 @@ func (s *server) logRequest(r *http.Request, pattern string, status int, start t
 	if pattern == "" {
 		pattern = "unmatched"
 	}
-	s.logger.LogAttrs(ctx, level, "request",
+	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("route", pattern),
 		slog.Int("status", status),
 		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 		slog.String("request_id", requestIDOf(ctx)),
-	)
+	}
+	if status < http.StatusBadRequest && level == slog.LevelInfo && !s.logger.Enabled(ctx, slog.LevelDebug) {
+		n, ok := s.sampleSuccess(pattern, start)
+		if !ok {
+			return
+		}
+		attrs = append(attrs, slog.Int64("requests", n))
+	}
+	s.logger.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// successSampler thins one route's success lines to one a second.
+type successSampler struct {
+	sec     atomic.Int64 // Unix second of the route's last line
+	skipped atomic.Int64 // successes since that line
+}
+
+// sampleSuccess reports whether a success of pattern at t is logged and,
+// if so, how many successes its line stands for: itself and those skipped
+// since the route's previous line.
+func (s *server) sampleSuccess(pattern string, t time.Time) (int64, bool) {
+	v, ok := s.samplers.Load(pattern)
+	if !ok {
+		v, _ = s.samplers.LoadOrStore(pattern, &successSampler{})
+	}
+	sm := v.(*successSampler)
+	sec := t.Unix()
+	last := sm.sec.Load()
+	if last == sec || !sm.sec.CompareAndSwap(last, sec) {
+		sm.skipped.Add(1)
+		return 0, false
+	}
+	return sm.skipped.Swap(0) + 1, true
 }
 
 // requestIDHeader carries the request id both ways: a caller's id is kept

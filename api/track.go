@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"time"
@@ -24,8 +23,7 @@ const maxTrackBodyBytes = 1 << 20
 // {"events":[{"id","type","occurred_at","org_id","dimensions","payload"}...]}.
 // All events are buffered, in one push, or none.
 func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "", "Content-Type must be application/json")
+	if !requireJSONBody(w, r) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTrackBodyBytes))
@@ -48,14 +46,10 @@ func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.unavailable(w, r, "event buffer", err)
 	case len(ids) == 0:
-		writeJSON(w, http.StatusOK, acceptedBody{Accepted: []string{}}) // logging is disabled
+		writeList(w, http.StatusOK, "accepted", []string{}) // logging is disabled
 	default:
-		writeJSON(w, http.StatusAccepted, acceptedBody{Accepted: ids})
+		writeList(w, http.StatusAccepted, "accepted", ids)
 	}
-}
-
-type acceptedBody struct {
-	Accepted []string `json:"accepted"`
 }
 
 // trackFields are the fields of a tracked event; any other is an error,
