@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,14 +32,41 @@ import (
 func BenchmarkDrain(b *testing.B) {
 	for _, seenPct := range []int{0, 90} {
 		b.Run(fmt.Sprintf("Seen%d", seenPct), func(b *testing.B) {
-			benchmarkDrain(b, seenPct, 100_000)
+			benchmarkDrain(b, seenPct, 100_000, 0)
 		})
 	}
 }
 
-func benchmarkDrain(b *testing.B, seenPct, n int) {
+// BenchmarkDrainBigTable is BenchmarkDrain at 0 % seen into a
+// unique_user_events table that already holds millions of rows, whose
+// random-UUID primary key outgrows shared_buffers: the seed's sizing is
+// 10-20M rows. It runs only when UUM_BENCH_TABLE_ROWS lists the sizes
+// (e.g. 0,5000000,20000000; loading 20M rows takes minutes), each in a
+// schema of its own, so the figures compare within one run.
+func BenchmarkDrainBigTable(b *testing.B) {
+	sizes := os.Getenv("UUM_BENCH_TABLE_ROWS")
+	if sizes == "" {
+		b.Skip("set UUM_BENCH_TABLE_ROWS to the table sizes, e.g. 0,5000000,20000000")
+	}
+	for _, s := range strings.Split(sizes, ",") {
+		rows, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || rows < 0 {
+			b.Fatalf("UUM_BENCH_TABLE_ROWS: must be a list of non-negative integers, got %q", sizes)
+		}
+		b.Run(fmt.Sprintf("Rows=%d", rows), func(b *testing.B) {
+			benchmarkDrain(b, 0, 100_000, rows)
+		})
+	}
+}
+
+func benchmarkDrain(b *testing.B, seenPct, n, tableRows int) {
 	ctx := context.Background()
 	pool, _ := dbtest.Schema(b)
+	if tableRows > 0 {
+		start := time.Now()
+		dbtest.LoadPairs(b, pool, tableRows, 40, false)
+		b.Logf("loaded %d rows in %s", tableRows, time.Since(start).Round(time.Second))
+	}
 	rdb, prefix := redistest.Real(b)
 	st := store.New(pool)
 	buf := buffer.New(rdb, prefix, 0)

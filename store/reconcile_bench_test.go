@@ -31,21 +31,7 @@ func BenchmarkFindDrift(b *testing.B) {
 	ctx := context.Background()
 	pool, _ := dbtest.Schema(b)
 	start := time.Now()
-	for _, sql := range []string{
-		`ALTER TABLE unique_user_events DROP CONSTRAINT unique_user_events_pkey`,
-		`ALTER TABLE unique_user_events SET UNLOGGED`,
-		`INSERT INTO unique_user_events (user_id, event_name)
-		 SELECT md5(i::text)::uuid, 'event_' || (i % 40) FROM generate_series(1, ` + strconv.Itoa(rows) + `) i`,
-		`SET maintenance_work_mem = '256MB'`,
-		`ALTER TABLE unique_user_events ADD PRIMARY KEY (user_id, event_name)`,
-		`INSERT INTO unique_event_totals (event_name, unique_users)
-		 SELECT event_name, count(*) FROM unique_user_events GROUP BY event_name`,
-		`VACUUM ANALYZE unique_user_events`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			b.Fatal(err)
-		}
-	}
+	dbtest.LoadPairs(b, pool, rows, 40, true)
 	b.Logf("loaded %d rows in %s", rows, time.Since(start).Round(time.Millisecond))
 	st := store.New(pool)
 	for b.Loop() {

@@ -169,3 +169,40 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 	}
 	return err
 }
+
+// LoadPairs fills the unique_user_events table of a schema from Schema
+// with rows pairs over names event names (event_0, event_1, ...), users
+// uniform like random UUIDs, and sets unique_event_totals to match, fast:
+// rows first, then the primary key built in bulk (many times faster than
+// that many random inserts into it), md5-derived users (gen_random_uuid
+// costs ~8 µs a row). The users are md5(i::text) for i in 1..rows: pairs
+// of users from uum.NewUUID are new to the table (a random UUID matches one
+// of them with negligible probability).
+// Unlogged skips the WAL for tables only read afterwards.
+func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool) {
+	tb.Helper()
+	ctx := context.Background()
+	sqls := []string{`ALTER TABLE unique_user_events DROP CONSTRAINT unique_user_events_pkey`}
+	if unlogged {
+		sqls = append(sqls, `ALTER TABLE unique_user_events SET UNLOGGED`)
+	}
+	sqls = append(sqls,
+		fmt.Sprintf(`INSERT INTO unique_user_events (user_id, event_name)
+		 SELECT md5(i::text)::uuid, 'event_' || (i %% %d) FROM generate_series(1, %d) i`, names, rows),
+		`SET maintenance_work_mem = '256MB'`,
+		`ALTER TABLE unique_user_events ADD PRIMARY KEY (user_id, event_name)`,
+		`INSERT INTO unique_event_totals (event_name, unique_users)
+		 SELECT event_name, count(*) FROM unique_user_events GROUP BY event_name`,
+		`VACUUM ANALYZE unique_user_events`,
+	)
+	conn, err := pool.Acquire(ctx) // SET applies to one session
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Release()
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			tb.Fatalf("load pairs: %s: %v", sql, err)
+		}
+	}
+}
