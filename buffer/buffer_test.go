@@ -475,3 +475,34 @@ func (resendScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (resendScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// BenchmarkBacklogMemory reports what a waiting entry costs Redis: 100,000
+// LogEvents entries (v2, realistic names) pushed into the buffer of a
+// redis-server of its own, used_memory before and after. A backlog of N
+// entries costs N times the figure; the README's sizing section uses it.
+func BenchmarkBacklogMemory(b *testing.B) {
+	const n = 100_000
+	ctx := context.Background()
+	rdb := redis.NewClient(redistest.Server(b))
+	b.Cleanup(func() { _ = rdb.Close() })
+	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_landing_page_accessed", "login", "appointments_scheduled_oh_site_757"}
+	for b.Loop() {
+		list := buffer.New(rdb, "uum:", 0)
+		before := redistest.UsedMemory(b, rdb)
+		entries := make([][]byte, 0, 1000)
+		for i := range n {
+			entries = append(entries, uum.Event{UserID: uum.NewUUID(), Name: names[i%len(names)]}.MarshalWire(time.Now()))
+			if len(entries) == cap(entries) {
+				if err := list.Push(ctx, entries); err != nil {
+					b.Fatal(err)
+				}
+				entries = entries[:0]
+			}
+		}
+		after := redistest.UsedMemory(b, rdb)
+		b.ReportMetric(float64(after-before)/n, "B/entry")
+		if err := rdb.Del(ctx, list.Key()).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -88,7 +88,7 @@ func benchMemory(b *testing.B, firstID int32, events int, gens string) {
 	}
 
 	settle(b, rdb)
-	before := usedMemory(b, rdb)
+	before := redistest.UsedMemory(b, rdb)
 	start := time.Now()
 	batches(users, func(ps []uum.Pair) error { return cache.Mark(ctx, ps) })
 	elapsed := time.Since(start)
@@ -111,7 +111,7 @@ func benchMemory(b *testing.B, firstID int32, events int, gens string) {
 		})
 	}
 	settle(b, rdb)
-	after := usedMemory(b, rdb)
+	after := redistest.UsedMemory(b, rdb)
 
 	keys, compact := encodings(b, rdb)
 	perUser := float64(after-before) / float64(len(users))
@@ -144,28 +144,6 @@ func encodings(b *testing.B, rdb *redis.Client) (keys, compact int) {
 		}
 	}
 	return len(all), compact
-}
-
-// usedMemory returns what the server's data costs: used_memory (every
-// allocation, jemalloc's rounding included) less mem_clients_normal, the
-// connections' query and reply buffers, which hold the benchmark's own
-// pipelines for a while after they are done, not anything cached.
-func usedMemory(b *testing.B, rdb *redis.Client) int64 {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "memory").Result()
-	require.NoError(b, err)
-	fields := make(map[string]int64)
-	for line := range strings.Lines(info) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
-			fields[k] = n
-		}
-	}
-	used, ok := fields["used_memory"]
-	if !ok {
-		b.Fatalf("no used_memory in INFO memory:\n%s", info)
-	}
-	return used - fields["mem_clients_normal"]
 }
 
 // settle waits until the hash tables of the client's database are at

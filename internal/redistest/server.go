@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -220,4 +221,28 @@ func (w *readyWriter) tail() string {
 		s = "…" + s[len(s)-600:]
 	}
 	return s
+}
+
+// UsedMemory returns what the server's data costs: used_memory (every
+// allocation, jemalloc's rounding included) less mem_clients_normal, the
+// connections' query and reply buffers, which hold a benchmark's own
+// pipelines for a while after they are done, not anything cached.
+func UsedMemory(tb testing.TB, rdb *redis.Client) int64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fields := make(map[string]int64)
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			fields[k] = n
+		}
+	}
+	used, ok := fields["used_memory"]
+	if !ok {
+		tb.Fatalf("no used_memory in INFO memory:\n%s", info)
+	}
+	return used - fields["mem_clients_normal"]
 }
