@@ -48,6 +48,7 @@ bench: ## Run the benchmarks
 build: ## Build the binaries into .bin/
 	$(GO) build -o .bin/api ./cmd/api
 	$(GO) build -o .bin/processor ./cmd/processor
+	$(GO) build -o .bin/uumctl ./cmd/uumctl
 
 fmt: ## Format the Go code
 	@$(GOFILES_CMD) | xargs -r gofmt -w

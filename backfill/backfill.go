@@ -128,9 +128,8 @@ type row struct {
 // Load reads r to the end, committing a batch every BatchSize valid rows
 // and at the end. It returns what it did even on error; an error means
 // the batch in progress was not committed (the ones before it were).
-func (l *Loader) Load(ctx context.Context, r io.Reader) (Summary, error) {
+func (l *Loader) Load(ctx context.Context, r io.Reader) (sum Summary, err error) {
 	start := l.opt.Now()
-	var sum Summary
 	defer func() { sum.Elapsed = l.opt.Now().Sub(start) }()
 	b := newBatch(l.opt.BatchSize)
 	br := bufio.NewReaderSize(r, MaxLineBytes)

@@ -84,25 +84,33 @@ func runBackfill(ctx context.Context, c *cli, args []string) error {
 // when stderr is a terminal, else a line every progressEvery lines. It
 // returns the reader to load from.
 func (c *cli) backfillProgress(f *os.File) (io.Reader, *progress) {
-	p := &progress{w: c.stderr}
-	out, ok := c.stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(out.Fd())) {
-		return f, p
-	}
 	size := int64(-1)
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	p.bar = progressbar.NewOptions64(size,
-		progressbar.OptionSetWriter(out),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetDescription("backfill"),
-		progressbar.OptionClearOnFinish(),
-	)
+	p := &progress{w: c.stderr, bar: c.terminalBar(size, "backfill", progressbar.OptionShowBytes(true))}
+	if p.bar == nil {
+		return f, p
+	}
 	r := progressbar.NewReader(f, p.bar)
 	return &r, p
+}
+
+// terminalBar returns a progress bar of max steps (-1: unknown) on
+// stderr, or nil when stderr is not a terminal: logs and pipes get no
+// control characters.
+func (c *cli) terminalBar(max int64, desc string, opts ...progressbar.Option) *progressbar.ProgressBar {
+	out, ok := c.stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(out.Fd())) {
+		return nil
+	}
+	return progressbar.NewOptions64(max, append([]progressbar.Option{
+		progressbar.OptionSetWriter(out),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100 * time.Millisecond),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionClearOnFinish(),
+	}, opts...)...)
 }
 
 // progress is the backfill's progress display.

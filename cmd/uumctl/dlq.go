@@ -194,14 +194,15 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 		}
 		return c.print(map[string]any{"id": id, "status": uum.DLQReplayed}, nil, [][]string{{"replayed", strconv.FormatInt(id, 10)}})
 	}
+	pb := c.terminalBar(-1, "dead letters looked at")
 	progress := func(done int) {
-		if !c.json {
-			fmt.Fprintf(c.stderr, "\r%s %d looked at", bar(done, dlq.MaxBulk), done)
+		if pb != nil {
+			_ = pb.Set(done)
 		}
 	}
 	res, err := q.ReplayMatching(ctx, f, *dry, progress)
-	if !c.json {
-		fmt.Fprintln(c.stderr)
+	if pb != nil {
+		_ = pb.Finish()
 	}
 	if err != nil {
 		return err
@@ -215,19 +216,6 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 		rows = append(rows, []string{"more", "yes: run it again"})
 	}
 	return c.print(out, nil, rows)
-}
-
-// bar draws a 20-character progress bar of done out of total.
-func bar(done, total int) string {
-	n := min(done*20/max(total, 1), 20)
-	b := make([]byte, 20)
-	for i := range b {
-		b[i] = '.'
-		if i < n {
-			b[i] = '#'
-		}
-	}
-	return "[" + string(b) + "]"
 }
 
 func dlqRemove(ctx context.Context, c *cli, args []string) error {
