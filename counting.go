@@ -84,3 +84,24 @@ type CounterValue struct {
 	Value      int64
 	UpdatedAt  *time.Time
 }
+
+// CounterRow is one stored key of a persistent counter, as a checkpoint
+// carries it: Dimensions is its dimensions_json, Key the digest the table
+// is keyed by.
+type CounterRow struct {
+	Counter    string
+	Key        []byte
+	Dimensions []byte // JSON object
+	Value      int64
+	UpdatedAt  time.Time
+}
+
+// EntityRow is one stored entity of a transition-safe counter key, which
+// is on (entities that are off have no row).
+type EntityRow struct {
+	Counter    string
+	Key        []byte
+	Entity     []byte
+	EntityJSON []byte // JSON object
+	UpdatedAt  time.Time
+}

@@ -34,25 +34,9 @@ func dlqFilterFlags(fs *flag.FlagSet) func() (uum.DeadLetterFilter, error) {
 }
 
 func runDLQ(ctx context.Context, c *cli, args []string) error {
-	sub := map[string]func(context.Context, *cli, []string) error{
+	return c.dispatch(ctx, "dlq", "ls|show ID|replay [ID]|rm ID [flags]", map[string]subcommand{
 		"ls": dlqList, "show": dlqShow, "replay": dlqReplay, "rm": dlqRemove,
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
-		w := c.stderr
-		if len(args) > 0 {
-			w = c.stdout
-		}
-		fmt.Fprintln(w, "usage: uumctl dlq ls|show ID|replay [ID]|rm ID [flags]")
-		if len(args) == 0 {
-			return fmt.Errorf("%w: dlq needs a subcommand", app.ErrUsage)
-		}
-		return nil
-	}
-	run, ok := sub[args[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown dlq subcommand %q", app.ErrUsage, args[0])
-	}
-	return run(ctx, c, args[1:])
+	}, args)
 }
 
 // queue opens the dependencies and the dead-letter queue.

@@ -1,6 +1,7 @@
 // Command uumctl is the operator's tool for a uum deployment: status,
-// drain now, work the dead-letter queue, reconcile the totals and backfill
-// historical rows. It reads the same UUM_* environment as the services.
+// drain now, work the dead-letter queue, reconcile the totals, backfill
+// historical rows and checkpoint the persistent counters. It reads the
+// same UUM_* environment as the services.
 // Output is a human table by default and JSON with --json; the exit status
 // is 0 on success, 1 on failure and 2 on a usage or configuration error.
 //
@@ -53,6 +54,7 @@ var commands = map[string]command{
 	"dlq":       {"dead-letter queue: ls, show, replay, rm", runDLQ},
 	"reconcile": {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
 	"backfill":  {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
+	"counters":  {"checkpoint the persistent counters: export FILE, restore FILE", runCounters},
 }
 
 func usage(w io.Writer) {
@@ -84,6 +86,31 @@ func run(ctx context.Context, args []string, lookup func(string) (string, bool),
 		return fmt.Errorf("%w: unknown command %q", app.ErrUsage, args[0])
 	}
 	return cmd.run(ctx, &cli{lookup: lookup, stdout: stdout, stderr: stderr}, args[1:])
+}
+
+// subcommand is one subcommand of a command group (dlq ls, counters
+// export); it gets the arguments after its name.
+type subcommand func(ctx context.Context, c *cli, args []string) error
+
+// dispatch runs the subcommand of group that args[0] names; usage lists
+// them for the group's --help.
+func (c *cli) dispatch(ctx context.Context, group, usage string, sub map[string]subcommand, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		w := c.stderr
+		if len(args) > 0 {
+			w = c.stdout
+		}
+		fmt.Fprintf(w, "usage: uumctl %s %s\n", group, usage)
+		if len(args) == 0 {
+			return fmt.Errorf("%w: %s needs a subcommand", app.ErrUsage, group)
+		}
+		return nil
+	}
+	run, ok := sub[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: unknown %s subcommand %q", app.ErrUsage, group, args[0])
+	}
+	return run(ctx, c, args[1:])
 }
 
 // errHelp is returned by parse when --help was asked for: the command

@@ -135,11 +135,11 @@ func TestUumctl(t *testing.T) {
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	env := testenv.Env{}
-	for _, args := range [][]string{{}, {"bogus"}, {"dlq"}, {"dlq", "bogus"}, {"dlq", "show"}, {"dlq", "show", "x"}, {"status", "extra"}, {"drain", "-nope"}, {"backfill"}, {"backfill", "a", "b"}} {
+	for _, args := range [][]string{{}, {"bogus"}, {"dlq"}, {"dlq", "bogus"}, {"dlq", "show"}, {"dlq", "show", "x"}, {"status", "extra"}, {"drain", "-nope"}, {"backfill"}, {"backfill", "a", "b"}, {"counters"}, {"counters", "bogus"}, {"counters", "export"}, {"counters", "restore", "a", "b"}} {
 		_, code := uumctl(t, env, args...)
 		require.Equal(t, 2, code, "%q", args)
 	}
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"drain", "-h"}, {"dlq", "--help"}, {"dlq", "ls", "--help"}, {"dlq", "replay", "--help"}, {"dlq", "rm", "--help"}, {"reconcile", "--help"}, {"backfill", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"drain", "-h"}, {"dlq", "--help"}, {"dlq", "ls", "--help"}, {"dlq", "replay", "--help"}, {"dlq", "rm", "--help"}, {"reconcile", "--help"}, {"backfill", "--help"}, {"counters", "--help"}, {"counters", "export", "--help"}, {"counters", "restore", "-h"}} {
 		out, code := uumctl(t, env, args...)
 		require.Equal(t, 0, code, "%q", args)
 		require.Contains(t, out, "usage", "%q", args)

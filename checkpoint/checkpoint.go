@@ -1,0 +1,158 @@
+// Package checkpoint reads and writes the persistent counters' checkpoint
+// file (seed 001 "periodic export/checkpoint"): JSON Lines, a header line
+// {format, time, count, counters, states, checksum} and then one line per
+// counter row and per entity state of the transition-safe counters. The
+// checksum is SHA-256 (hex) over the bytes of the data lines. Files are
+// written and read as streams: no file is held in memory.
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/uumhq/uum"
+)
+
+// Format names this file format and its version in the header.
+const Format = "uum-counters/1"
+
+// headerWidth is the header line's size with its newline: the header is
+// written last, over a blank line of this size reserved first, so a file
+// is written in one pass. JSON allows the trailing spaces that pad it.
+const headerWidth = 256
+
+// ErrCorrupt is returned for a file that is not a whole checkpoint: a bad
+// header or line, or a count or checksum that does not match.
+var ErrCorrupt = errors.New("uum: checkpoint file is corrupt")
+
+// Header is a checkpoint's first line.
+type Header struct {
+	Format   string    `json:"format"`
+	Time     time.Time `json:"time"`  // of the snapshot the rows were read from
+	Count    int64     `json:"count"` // data lines: Counters + States
+	Counters int64     `json:"counters"`
+	States   int64     `json:"states"`
+	Checksum string    `json:"checksum"` // SHA-256 of the data lines, hex
+}
+
+// line is one data line: exactly one of its fields is set.
+type line struct {
+	Counter *counterLine `json:"counter,omitempty"`
+	State   *stateLine   `json:"state,omitempty"`
+}
+
+type counterLine struct {
+	Counter    string          `json:"counter_name"`
+	Key        hexBytes        `json:"dimension_key"`
+	Dimensions json.RawMessage `json:"dimensions_json"`
+	Value      int64           `json:"value"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+type stateLine struct {
+	Counter   string          `json:"counter_name"`
+	Key       hexBytes        `json:"dimension_key"`
+	Entity    hexBytes        `json:"entity_key"`
+	EntityRaw json.RawMessage `json:"entity_json"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// hexBytes is a key digest, written in hex like the logs' dimensionKey.
+type hexBytes []byte
+
+func (h hexBytes) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h), nil }
+
+func (h *hexBytes) UnmarshalText(b []byte) error {
+	out, err := hex.AppendDecode(nil, b)
+	*h = out
+	return err
+}
+
+// Write writes a checkpoint of the rows to path: into a temporary file in
+// the same directory, renamed to path once complete and synced, so a
+// failed export leaves no partial file. Counters must come before states.
+func Write(path string, at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (Header, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return Header{}, fmt.Errorf("write checkpoint: %w", err)
+	}
+	h, err := writeFile(f, at, counters, states)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("write checkpoint: %w", cerr)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return Header{}, err
+	}
+	return h, nil
+}
+
+func writeFile(f *os.File, at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (Header, error) {
+	h := Header{Format: Format, Time: at.UTC()}
+	buf := bufio.NewWriterSize(f, 1<<16)
+	sum := sha256.New()
+	out := io.MultiWriter(buf, sum)
+	if _, err := buf.Write(append(bytes.Repeat([]byte(" "), headerWidth-1), '\n')); err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	var err error
+	h.Counters, err = writeAll(counters, func(c uum.CounterRow) line {
+		return line{Counter: &counterLine{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt.UTC()}}
+	}, out)
+	if err == nil {
+		h.States, err = writeAll(states, func(e uum.EntityRow) line {
+			return line{State: &stateLine{e.Counter, e.Key, e.Entity, e.EntityJSON, e.UpdatedAt.UTC()}}
+		}, out)
+	}
+	if err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	h.Count = h.Counters + h.States
+	h.Checksum = hex.EncodeToString(sum.Sum(nil))
+	if err := buf.Flush(); err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	head, err := json.Marshal(h)
+	if err != nil || len(head) >= headerWidth {
+		return h, fmt.Errorf("write checkpoint: header of %d bytes: %v", len(head), err)
+	}
+	if _, err := f.WriteAt(head, 0); err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return h, fmt.Errorf("write checkpoint: %w", err)
+	}
+	return h, nil
+}
+
+// writeAll writes one line per row of seq to w and returns how many.
+func writeAll[T any](seq iter.Seq2[T, error], toLine func(T) line, w io.Writer) (int64, error) {
+	var n int64
+	for row, err := range seq {
+		if err != nil {
+			return n, err
+		}
+		b, err := json.Marshal(toLine(row))
+		if err != nil {
+			return n, err
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}

@@ -1,0 +1,31 @@
+package checkpoint_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/checkpoint"
+)
+
+func Example() {
+	dir, _ := os.MkdirTemp("", "checkpoint")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "counters.jsonl")
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	counters := func(yield func(uum.CounterRow, error) bool) {
+		yield(uum.CounterRow{Counter: "connects_total", Key: bytes.Repeat([]byte{7}, 16), Dimensions: []byte(`{"masterAccountId":"m1"}`), Value: 42, UpdatedAt: at}, nil)
+	}
+	states := func(yield func(uum.EntityRow, error) bool) {}
+
+	if _, err := checkpoint.Write(path, at, counters, states); err != nil {
+		fmt.Println(err)
+		return
+	}
+	h, err := checkpoint.Verify(path)
+	fmt.Println(h.Count, h.Time.Format(time.RFC3339), err)
+	// Output: 1 2026-03-01T12:00:00Z <nil>
+}
