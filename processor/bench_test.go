@@ -127,4 +127,12 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int) {
 	}
 	b.ReportMetric(float64(drained)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(drained), "cpu-ns/event")
+	if tableRows > 0 {
+		// What the primary key costs per row: what shared_buffers must hold.
+		var perRow float64
+		if err := pool.QueryRow(ctx, `SELECT pg_relation_size('unique_user_events_pkey')::float8 / count(*) FROM unique_user_events`).Scan(&perRow); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(perRow, "pkey-B/row")
+	}
 }
