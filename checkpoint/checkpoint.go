@@ -97,7 +97,24 @@ func Write(path string, at time.Time, counters iter.Seq2[uum.CounterRow, error],
 		_ = os.Remove(f.Name())
 		return Header{}, err
 	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return Header{}, err
+	}
 	return h, nil
+}
+
+// syncDir makes a rename in dir durable: until the directory is synced,
+// a crash can leave the old name, or none, although the file's data was.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("write checkpoint: sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write checkpoint: sync directory: %w", err)
+	}
+	return nil
 }
 
 func writeFile(f *os.File, at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (Header, error) {
