@@ -10,8 +10,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,8 +94,13 @@ func (l *List) Peek(ctx context.Context, skip, n int) ([]string, error) {
 }
 
 // Lease is the exclusive right to drain a list, held in Redis as
-// SET lease token NX PX ttl. The random token fences every trim: a drainer
-// whose lease expired and was taken over cannot remove entries.
+// SET lease token NX PX ttl. The token fences every trim: a drainer whose
+// lease expired and was taken over cannot remove entries. It is a random
+// nonce followed by when the lease was taken (by Redis's clock) and by
+// whom, "nonce/acquired-ms/host:pid", so operators can see the holder and
+// the lease's age (see List.Holder). Renewals keep the token, so they keep
+// the acquisition time. Every script compares the whole token, so a lease
+// written by a version whose token was the bare nonce fences the same way.
 type Lease struct {
 	list  *List
 	token string
@@ -101,25 +109,32 @@ type Lease struct {
 }
 
 // acquireScript takes the lease and reads the cursor in one step, so the
-// cursor cannot move between the two. A missing cursor gets the new epoch
-// ARGV[3]: a new buffer, or one whose Redis lost its data. The lease
-// already holding our token means this is a retry of a call that took it
-// (the client resends a command whose reply a broken connection lost), so
-// it succeeds again rather than reporting the lease held.
-// KEYS[1] lease, KEYS[2] cursor; ARGV[1] token, ARGV[2] ttl ms, ARGV[3]
-// epoch. Returns false if the lease is held, else {epoch, trimmed}.
+// cursor cannot move between the two. The token is the nonce ARGV[1]
+// (ending in "/"), Redis's clock in ms, "/" and the holder ARGV[4]: Redis's
+// clock, so the lease's age does not depend on the drainer's clock. A
+// missing cursor gets the new epoch ARGV[3]: a new buffer, or one whose
+// Redis lost its data. The lease already holding our nonce means this is a
+// retry of a call that took it (the client resends a command whose reply a
+// broken connection lost), so it succeeds again with the token the first
+// call stored, rather than reporting the lease held.
+// KEYS[1] lease, KEYS[2] cursor; ARGV[1] nonce/, ARGV[2] ttl ms, ARGV[3]
+// epoch, ARGV[4] holder. Returns false if the lease is held, else {epoch,
+// trimmed, token}.
 var acquireScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-	if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+local token = redis.call('GET', KEYS[1])
+if not token or string.sub(token, 1, #ARGV[1]) ~= ARGV[1] then
+	local t = redis.call('TIME')
+	token = ARGV[1] .. t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. '/' .. ARGV[4]
+	if not redis.call('SET', KEYS[1], token, 'NX', 'PX', ARGV[2]) then return false end
 end
 redis.call('HSETNX', KEYS[2], 'epoch', ARGV[3])
 local c = redis.call('HMGET', KEYS[2], 'epoch', 'trimmed')
-return {c[1], c[2] or '0'}`)
+return {c[1], c[2] or '0', token}`)
 
 // Acquire takes the drain lease for ttl. It returns uum.ErrLeaseHeld if
 // another drainer holds it.
 func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
-	token, err := randomHex()
+	nonce, err := randomHex()
 	if err != nil {
 		return nil, fmt.Errorf("lease token: %w", err)
 	}
@@ -127,21 +142,21 @@ func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("buffer epoch: %w", err)
 	}
-	res, err := acquireScript.Run(ctx, l.rdb, []string{l.leaseKey, l.cursorKey}, token, ttl.Milliseconds(), epoch).StringSlice()
+	res, err := acquireScript.Run(ctx, l.rdb, []string{l.leaseKey, l.cursorKey}, nonce+"/", ttl.Milliseconds(), epoch, holder()).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return nil, uum.ErrLeaseHeld
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease: %w", err)
 	}
-	if len(res) != 2 {
+	if len(res) != 3 {
 		return nil, fmt.Errorf("acquire lease: unexpected reply %q", res)
 	}
 	trimmed, err := strconv.ParseInt(res[1], 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease: cursor %s trimmed=%q: %w", l.cursorKey, res[1], err)
 	}
-	return &Lease{list: l, token: token, ttl: ttl, tail: uum.Position{Epoch: res[0], Offset: trimmed}}, nil
+	return &Lease{list: l, token: res[2], ttl: ttl, tail: uum.Position{Epoch: res[0], Offset: trimmed}}, nil
 }
 
 func randomHex() (string, error) {
@@ -150,6 +165,75 @@ func randomHex() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// holder names this process in the leases it takes: host:pid.
+var holder = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
+})
+
+// Holder describes a held drain lease, for operators.
+type Holder struct {
+	// Token is the lease's fencing token.
+	Token string
+	// Name is the drainer holding it, "host:pid"; empty when the lease was
+	// taken by a version that did not record it.
+	Name string
+	// AcquiredAt is when the lease was taken, by Redis's clock; zero when
+	// unknown, as for Name.
+	AcquiredAt time.Time
+	// TTL is what is left of the lease unless it is renewed.
+	TTL time.Duration
+	// Now is Redis's clock when the lease was read.
+	Now time.Time
+}
+
+// Age returns how long the lease has been held, and false when that is
+// unknown. Both ends come from Redis's clock.
+func (h Holder) Age() (time.Duration, bool) {
+	if h.AcquiredAt.IsZero() {
+		return 0, false
+	}
+	return max(h.Now.Sub(h.AcquiredAt), 0), true
+}
+
+// Holder reads the drain lease in one transaction. It returns nil if no
+// drainer holds it.
+func (l *List) Holder(ctx context.Context) (*Holder, error) {
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	var now *redis.TimeCmd
+	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get, pttl, now = p.Get(ctx, l.leaseKey), p.PTTL(ctx, l.leaseKey), p.Time(ctx)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lease %s: %w", l.leaseKey, err)
+	}
+	h := &Holder{Token: get.Val(), TTL: pttl.Val(), Now: now.Val()}
+	h.Name, h.AcquiredAt = parseToken(h.Token)
+	return h, nil
+}
+
+// parseToken returns the holder and acquisition time a token records, or
+// zeros for a token without them (a bare nonce, from an older version).
+func parseToken(token string) (string, time.Time) {
+	parts := strings.SplitN(token, "/", 3)
+	if len(parts) != 3 {
+		return "", time.Time{}
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || ms <= 0 {
+		return "", time.Time{}
+	}
+	return parts[2], time.UnixMilli(ms)
 }
 
 // Position returns the position of the entry skip entries after the

@@ -2,6 +2,8 @@ package buffer_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -305,6 +307,7 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		lease, err := b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err, "a resent acquire of our own lease is not 'lease held'")
+		require.Equal(t, lease.Token(), b.rdb.Get(ctx, b.leaseKey).Val(), "the resend keeps the first call's token and time")
 		require.NoError(t, lease.Trim(ctx, 2))
 		require.Equal(t, []string{"e2", "e3", "e4", "e5"}, all(t, b), "a resent trim removes nothing more")
 		require.Equal(t, int64(2), lease.Position(0).Offset)
@@ -403,6 +406,97 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		require.ErrorIs(t, lease.Release(ctx), uum.ErrFenceLost)
 		require.Equal(t, "someone-else", b.rdb.Get(ctx, b.leaseKey).Val())
+	})
+
+	// redisMillis returns Redis's clock in unix ms, the clock the lease
+	// records its acquisition by.
+	redisMillis := func(t *testing.T, b *testBundle) int64 {
+		t.Helper()
+		now, err := b.rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		return now.UnixMilli()
+	}
+
+	t.Run("LeaseRecordsHolderAndAcquisition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		before := redisMillis(t, b)
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		after := redisMillis(t, b)
+
+		h, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, h)
+		require.Equal(t, lease.Token(), h.Token)
+		host, err := os.Hostname()
+		require.NoError(t, err)
+		require.Equal(t, host+":"+strconv.Itoa(os.Getpid()), h.Name)
+		require.GreaterOrEqual(t, h.AcquiredAt.UnixMilli(), before)
+		require.LessOrEqual(t, h.AcquiredAt.UnixMilli(), after)
+		age, ok := h.Age()
+		require.True(t, ok)
+		require.Equal(t, h.Now.Sub(h.AcquiredAt), age)
+		require.GreaterOrEqual(t, h.Now.UnixMilli(), after, "Now is Redis's clock at the read")
+		require.Greater(t, h.TTL, time.Duration(0))
+		require.LessOrEqual(t, h.TTL, time.Minute)
+
+		again, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		later, _ := again.Age()
+		require.GreaterOrEqual(t, later, age, "the age only grows")
+	})
+
+	t.Run("RenewKeepsAcquisition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		first, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.NoError(t, b.rdb.PExpire(ctx, b.leaseKey, time.Second).Err())
+
+		require.NoError(t, lease.Renew(ctx))
+		renewed, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.Equal(t, first.Token, renewed.Token)
+		require.Equal(t, first.AcquiredAt, renewed.AcquiredAt)
+		require.Greater(t, renewed.TTL, 50*time.Second)
+	})
+
+	t.Run("HolderOfFreeLeaseIsNil", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		h, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.Nil(t, h)
+
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
+		h, err = b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.Nil(t, h, "released")
+	})
+
+	t.Run("LeaseOfAnOlderVersionIsUnderstood", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Before holders were recorded the token was a bare nonce.
+		const old = "0123456789abcdef0123456789abcdef"
+		require.NoError(t, b.rdb.Set(ctx, b.leaseKey, old, time.Minute).Err())
+
+		h, err := b.list.Holder(ctx)
+		require.NoError(t, err)
+		require.Equal(t, old, h.Token)
+		require.Empty(t, h.Name)
+		require.True(t, h.AcquiredAt.IsZero())
+		_, ok := h.Age()
+		require.False(t, ok, "its age is unknown")
+
+		_, err = b.list.Acquire(ctx, time.Minute)
+		require.ErrorIs(t, err, uum.ErrLeaseHeld, "it still excludes new drainers")
+		require.Equal(t, old, b.rdb.Get(ctx, b.leaseKey).Val())
 	})
 
 	t.Run("RedisErrorsAreWrapped", func(t *testing.T) {
