@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/uumhq/uum/internal/rediskey"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/pipemetrics"
 )
 
@@ -22,9 +19,43 @@ type statusReport struct {
 }
 
 type leaseInfo struct {
-	Token        string  `json:"token"`
-	TTLLeftSec   float64 `json:"ttl_left_seconds"`
-	HeldSinceSec float64 `json:"renewed_seconds_ago"`
+	Token string `json:"token"`
+	// Holder is the drainer's host:pid; empty for a lease taken by a
+	// version that did not record it.
+	Holder string `json:"holder"`
+	// AcquiredAt and AgeSec (how long the lease has been held, by Redis's
+	// clock) are null when unknown, as for Holder.
+	AcquiredAt *time.Time `json:"acquired_at"`
+	AgeSec     *float64   `json:"age_seconds"`
+	TTLLeftSec float64    `json:"ttl_left_seconds"`
+	RenewedSec float64    `json:"renewed_seconds_ago"`
+}
+
+// newLeaseInfo describes h, a lease of full TTL: a lease is renewed to
+// its full TTL, so the time since the last renewal is what the TTL lost.
+func newLeaseInfo(h *buffer.Holder, full time.Duration) *leaseInfo {
+	info := &leaseInfo{Token: h.Token, Holder: h.Name, TTLLeftSec: h.TTL.Seconds(), RenewedSec: max(full-h.TTL, 0).Seconds()}
+	if age, ok := h.Age(); ok {
+		at, sec := h.AcquiredAt.UTC(), age.Seconds()
+		info.AcquiredAt, info.AgeSec = &at, &sec
+	}
+	return info
+}
+
+// String describes the lease in one line of the status table.
+func (l *leaseInfo) String() string {
+	if l == nil {
+		return "free"
+	}
+	holder, age := l.Holder, "an unknown time"
+	if holder == "" {
+		holder = "an older drainer (token " + l.Token[:min(8, len(l.Token))] + "…)"
+	}
+	if l.AgeSec != nil {
+		age = time.Duration(*l.AgeSec*float64(time.Second)).Round(100*time.Millisecond).String() +
+			" (since " + l.AcquiredAt.Format(time.RFC3339) + ")"
+	}
+	return fmt.Sprintf("held by %s for %s, renewed %.1fs ago, %.1fs left", holder, age, l.RenewedSec, l.TTLLeftSec)
 }
 
 func runStatus(ctx context.Context, c *cli, args []string) error {
@@ -45,30 +76,17 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if rep.LastRun, err = deps.Pipeline.LastRun(ctx); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	key := rediskey.Lease(deps.Config.Redis.KeyPrefix, 0)
-	token, err := deps.Redis.Get(ctx, key).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-	case err != nil:
-		return fmt.Errorf("status: read lease: %w", err)
-	default:
-		ttl, err := deps.Redis.PTTL(ctx, key).Result()
-		if err != nil {
-			return fmt.Errorf("status: read lease: %w", err)
-		}
-		// The lease is renewed to its full TTL: time since the last
-		// renewal is what the TTL has lost.
-		full := deps.Config.Processor.LeaseTTL
-		rep.Lease = &leaseInfo{Token: token, TTLLeftSec: ttl.Seconds(), HeldSinceSec: max(full-ttl, 0).Seconds()}
+	h, err := deps.Buffer.Holder(ctx)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
 	}
-	lease := "free"
-	if rep.Lease != nil {
-		lease = fmt.Sprintf("held by %s…, renewed %.1fs ago, %.1fs left", rep.Lease.Token[:min(8, len(rep.Lease.Token))], rep.Lease.HeldSinceSec, rep.Lease.TTLLeftSec)
+	if h != nil {
+		rep.Lease = newLeaseInfo(h, deps.Config.Processor.LeaseTTL)
 	}
 	rows := [][]string{
 		{"queue depth", strconv.FormatInt(snap.QueueDepth, 10)},
 		{"queue lag", fmt.Sprintf("%.1fs", snap.QueueLagSeconds)},
-		{"drain lease", lease},
+		{"drain lease", rep.Lease.String()},
 		{"drained (total)", strconv.FormatInt(snap.TotalEvents, 10)},
 		{"delivered", strconv.FormatInt(snap.Delivered, 10)},
 		{"dead-lettered", strconv.FormatInt(snap.Failed, 10)},
