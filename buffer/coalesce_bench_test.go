@@ -61,14 +61,17 @@ func BenchmarkLonePush(b *testing.B) {
 	defer c.Close()
 	ctx := context.Background()
 	var list, coal []time.Duration
+	errors := 0
 	push := func(p interface {
 		Push(context.Context, [][]byte) error
 	}, into *[]time.Duration) {
 		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
+		// A push past the timeout (a stall of the machine) is counted,
+		// with its time, as a caller would see it.
 		if err := p.Push(ctx, benchEntries); err != nil {
-			b.Fatal(err)
+			errors++
 		}
 		*into = append(*into, time.Since(start))
 	}
@@ -86,4 +89,5 @@ func BenchmarkLonePush(b *testing.B) {
 	b.ReportMetric(us(loadgen.Percentile(coal, 0.5)-loadgen.Percentile(list, 0.5)), "flush_cost_p50_us")
 	b.ReportMetric(us(list[len(list)-1]), "list_max_us")
 	b.ReportMetric(us(coal[len(coal)-1]), "coalescer_max_us")
+	b.ReportMetric(float64(errors), "errors")
 }

@@ -47,13 +47,24 @@ func BenchmarkMemory(b *testing.B) {
 	for _, v := range vs {
 		for _, gens := range []string{"1", "2", "2/HalfActive"} {
 			b.Run(fmt.Sprintf("ID=%d/Events=%d/Generations=%s", v.id, v.events, gens), func(b *testing.B) {
-				benchMemory(b, v.id, v.events, gens)
+				benchMemory(b, v.id, v.events, gens, seencache.DefaultBuckets)
+			})
+		}
+	}
+	// The default buckets are sized for ~1.5M users; sized as the README
+	// says (users/90, UUM_CACHE_BUCKETS) the per-hash costs are shared by
+	// as many users as the compact encoding allows.
+	sized := uint32((memUsers + 89) / 90)
+	for _, v := range vs[3:] {
+		for _, gens := range []string{"1", "2", "2/HalfActive"} {
+			b.Run(fmt.Sprintf("ID=%d/Events=%d/Generations=%s/Buckets=%d", v.id, v.events, gens, sized), func(b *testing.B) {
+				benchMemory(b, v.id, v.events, gens, sized)
 			})
 		}
 	}
 }
 
-func benchMemory(b *testing.B, firstID int32, events int, gens string) {
+func benchMemory(b *testing.B, firstID int32, events int, gens string, buckets uint32) {
 	ctx := context.Background()
 	// A server of its own, with Redis's built-in defaults (no config
 	// file: hash-max-listpack-entries 128, as on a stock server): its
@@ -68,7 +79,7 @@ func benchMemory(b *testing.B, firstID int32, events int, gens string) {
 	}
 	clk := newClock(half)
 	// The default prefix's length, so key names cost what they will.
-	cache := seencache.New(rdb, "uum:", ttl, dict, seencache.WithClock(clk.Now))
+	cache := seencache.New(rdb, "uum:", ttl, dict, seencache.WithClock(clk.Now), seencache.WithBuckets(buckets))
 	users := make([]uum.UUID, memUsers)
 	for i := range users {
 		users[i] = uum.NewUUID()

@@ -987,17 +987,21 @@ func benchmarkLogEvents(b *testing.B, pusher string) {
 	ctx := context.Background()
 	names := []string{"login"}
 	var durations []time.Duration
+	errors := 0
 
 	for b.Loop() {
 		start := time.Now()
+		// A call past the push timeout (a stall of the machine) is a
+		// failed call to count, as a caller sees it, not the end of the run.
 		if _, err := client.LogEvents(ctx, user, names); err != nil {
-			b.Fatal(err)
+			errors++
 		}
 		durations = append(durations, time.Since(start))
 	}
 	slices.Sort(durations)
 	b.ReportMetric(float64(loadgen.Percentile(durations, 0.50))/1e3, "p50_us")
 	b.ReportMetric(float64(loadgen.Percentile(durations, 0.99))/1e3, "p99_us")
+	b.ReportMetric(float64(errors), "errors")
 }
 
 // BenchmarkLogEventsAtLimits is the largest call the limits allow: 100
