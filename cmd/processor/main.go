@@ -28,7 +28,6 @@ import (
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/seencache"
-	"github.com/uumhq/uum/uniqueevents"
 )
 
 func main() {
@@ -78,15 +77,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	// The drain applies the same name policy as LogEvents, so entries
 	// from producers that bypassed it are dead-lettered, not counted.
-	names, err := uniqueevents.New(cfg.Events, deps.Buffer, nil, nil, nil, logger)
+	names, err := deps.Names()
 	if err != nil {
 		return err
 	}
-	drainer := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, logger,
-		processor.WithNames(names), processor.WithRunFailures(deps.Store),
-		processor.WithPipelineMetrics(deps.Pipeline, deps.Store), processor.WithRunRecorder(deps.Pipeline),
-		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames),
-		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
+	drainer := deps.Drainer(names)
 
 	if *once {
 		drain := drainer.Drain

@@ -13,7 +13,6 @@ import (
 
 	"github.com/uumhq/uum/backfill"
 	"github.com/uumhq/uum/internal/app"
-	"github.com/uumhq/uum/uniqueevents"
 )
 
 // backfillReport is the summary uumctl backfill prints.
@@ -49,7 +48,7 @@ func runBackfill(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer deps.Close()
-	names, err := uniqueevents.New(deps.Config.Events, deps.Buffer, nil, nil, nil, deps.Log())
+	names, err := deps.Names()
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/abbrev"
 	"github.com/uumhq/uum/internal/app"
-	"github.com/uumhq/uum/uniqueevents"
 )
 
 // dlqFilterFlags adds the API's filters as flags and returns a function
@@ -45,7 +44,7 @@ func (c *cli) queue(ctx context.Context) (*dlq.Queue, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	names, err := uniqueevents.New(deps.Config.Events, deps.Buffer, nil, nil, nil, deps.Log())
+	names, err := deps.Names()
 	if err != nil {
 		deps.Close()
 		return nil, nil, err

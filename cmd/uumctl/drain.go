@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-
-	"github.com/uumhq/uum/processor"
-	"github.com/uumhq/uum/uniqueevents"
 )
 
 func runDrain(ctx context.Context, c *cli, args []string) error {
@@ -19,19 +16,11 @@ func runDrain(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer deps.Close()
-	cfg := deps.Config
-	names, err := uniqueevents.New(cfg.Events, deps.Buffer, nil, nil, nil, deps.Log())
+	names, err := deps.Names()
 	if err != nil {
 		return err
 	}
-	// The options of processor -once (cmd/processor), but the asynq
-	// error handler's WithRunFailures: the same run, whoever starts it.
-	d := processor.NewDrainer(cfg.Processor, deps.Buffer, deps.Seen, deps.Store, deps.Stats, deps.Log(),
-		processor.WithNames(names),
-		processor.WithPipelineMetrics(deps.Pipeline, deps.Store), processor.WithRunRecorder(deps.Pipeline),
-		processor.WithNameLimit(deps.Store, cfg.Processor.MaxEventNames),
-		processor.WithCounters(deps.Counters, cfg.Counters.WindowRetention))
-	sum, err := d.Drain(ctx)
+	sum, err := deps.Drainer(names).Drain(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,28 @@
+package app
+
+import (
+	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// Names returns the event-name policy of UUM_EVENT_NAMES over the
+// buffer: what the drain, a dead-letter replay and a backfill check names
+// with, as the API does.
+func (a *App) Names() (*uniqueevents.Client, error) {
+	return uniqueevents.New(a.Config.Events, a.Buffer, nil, nil, nil, a.logger)
+}
+
+// Drainer returns the drainer of both processor (service and -once) and
+// uumctl drain, applying names, with every option a drain run has: the
+// name cap, the counters, the pipeline metrics, the run record and the
+// dead letter of a run that exhausted its retries (recorded by
+// HandleError, which only asynq calls). Built in one place so a run is the
+// same whoever starts it: the two copies this replaces had drifted apart.
+func (a *App) Drainer(names processor.NameChecker) *processor.Drainer {
+	cfg := a.Config
+	return processor.NewDrainer(cfg.Processor, a.Buffer, a.Seen, a.Store, a.Stats, a.logger,
+		processor.WithNames(names), processor.WithRunFailures(a.Store),
+		processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline),
+		processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
+		processor.WithCounters(a.Counters, cfg.Counters.WindowRetention))
+}
