@@ -105,10 +105,9 @@ func ingestServer(b *testing.B, clients int) func(i int) error {
 	b.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 
 	// The load generator speaks HTTP/1.1 over its own keep-alive
-	// connections, one per client, as wrk does: net/http's client costs
-	// about twice the server's CPU per request (two goroutines per
-	// connection and their hand-offs), and on two shared cores it would
-	// measure itself. Requests are built once; responses are parsed by
+	// connections, one per client, as wrk does: net/http's client (two
+	// goroutines per connection and their hand-offs) competed with the
+	// server for the same two cores, and measured itself. Requests are built once; responses are parsed by
 	// net/http's reader.
 	addr := ln.Addr().String()
 	requests := make([][]byte, 10000)
