@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/cpuclock"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"
@@ -52,8 +50,7 @@ func BenchmarkDrainTracked(b *testing.B) {
 	cfg.MaxIterations = n
 	d := processor.NewDrainer(cfg, buf, seen, st, nil, slog.New(slog.DiscardHandler), processor.WithCounters(set, 0))
 
-	var elapsed, cpu time.Duration
-	var drained int
+	var meter drainMeter
 	round := 0
 	for b.Loop() {
 		b.StopTimer()
@@ -84,20 +81,10 @@ func BenchmarkDrainTracked(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		runtime.GC() // the set-up's garbage is not the drain's CPU
-		b.StartTimer()
-
-		start, cpu0 := time.Now(), cpuclock.Process()
-		sum, err := d.Drain(ctx)
-		elapsed += time.Since(start)
-		cpu += cpuclock.Process() - cpu0
-		if err != nil {
-			b.Fatal(err)
-		}
+		sum := meter.drain(ctx, b, d)
 		if sum.EventsProcessed != n {
 			b.Fatalf("drained %+v, want %d events", sum, n)
 		}
-		drained += sum.EventsProcessed
 	}
 	var total int64
 	if err := pool.QueryRow(ctx, `SELECT value FROM counters WHERE counter_name = 'hits_total'`).Scan(&total); err != nil {
@@ -106,6 +93,5 @@ func BenchmarkDrainTracked(b *testing.B) {
 	if total != int64(round*n*9/10) {
 		b.Fatalf("hits_total %d, want %d", total, round*n*9/10)
 	}
-	b.ReportMetric(float64(drained)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(drained), "cpu-ns/event")
+	meter.report(b)
 }

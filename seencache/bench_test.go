@@ -296,41 +296,23 @@ func BenchmarkBatch(b *testing.B) {
 	}
 	require.NoError(b, cache.Mark(ctx, pairs[:900]))
 	b.Run("Seen", func(b *testing.B) {
-		before := serverCPU(b, rdb)
+		before := redistest.ServerCPU(b, rdb)
 		for b.Loop() {
 			if _, err := cache.Seen(ctx, pairs); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
-		b.ReportMetric(float64((serverCPU(b, rdb)-before).Microseconds())/float64(b.N), "redis-cpu-us/op")
+		b.ReportMetric(float64((redistest.ServerCPU(b, rdb)-before).Microseconds())/float64(b.N), "redis-cpu-us/op")
 	})
 	b.Run("Mark", func(b *testing.B) {
-		before := serverCPU(b, rdb)
+		before := redistest.ServerCPU(b, rdb)
 		for b.Loop() {
 			if err := cache.Mark(ctx, pairs); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(len(pairs)*b.N)/b.Elapsed().Seconds(), "pairs/s")
-		b.ReportMetric(float64((serverCPU(b, rdb)-before).Microseconds())/float64(b.N), "redis-cpu-us/op")
+		b.ReportMetric(float64((redistest.ServerCPU(b, rdb)-before).Microseconds())/float64(b.N), "redis-cpu-us/op")
 	})
-}
-
-// serverCPU is the CPU time the redis-server has used (INFO cpu): on a
-// server of its own, what the cache costs Redis.
-func serverCPU(b *testing.B, rdb *redis.Client) time.Duration {
-	b.Helper()
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	require.NoError(b, err)
-	var total float64
-	for line := range strings.Lines(info) {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if k == "used_cpu_user" || k == "used_cpu_sys" {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(b, err)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }

@@ -256,17 +256,14 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	cur, prev, err := c.read(ctx, scope, g, users.users)
+	lists, old, err := c.read(ctx, scope, g, users.users)
 	if err != nil {
 		return nil, err
 	}
 	var moves []userIDs
 	for i, u := range users.users {
-		if prev[i] != "" {
-			if cur[i] == "" { // both only if a move was cut short: answer, leave it to expire
-				moves = append(moves, userIDs{user: u})
-			}
-			cur[i] += prev[i] // duplicates do not matter for membership
+		if old[i] {
+			moves = append(moves, userIDs{user: u})
 		}
 	}
 	if n, err := c.write(ctx, scope, g, moves); err != nil {
@@ -276,7 +273,7 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	}
 	seen := make([]bool, len(pairs))
 	for i, p := range pairs {
-		seen[i] = hasID(cur[users.index[p.UserID]], ids[i])
+		seen[i] = hasID(lists[users.index[p.UserID]], ids[i])
 	}
 	return seen, nil
 }
@@ -485,9 +482,10 @@ for u = 1, #ARGV do
 end
 return {lists, old}`)
 
-// read returns the packed ids of users in generation g and, where they
-// are not there, in g-1 ("" where absent), in one pipelined round-trip.
-func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID) (cur, prev []string, err error) {
+// read returns the packed ids of users in generation g or, where they
+// are not there, in g-1 ("" where absent), and which came from g-1, in
+// one pipelined round-trip.
+func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID) (lists []string, old []bool, err error) {
 	calls := c.groupCalls(scope, g, users)
 	for _, cl := range calls {
 		cl.args = make([]any, len(cl.users))
@@ -499,25 +497,24 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 	if err != nil {
 		return nil, nil, fmt.Errorf("read seen cache: %w", err)
 	}
-	cur, prev = make([]string, len(users)), make([]string, len(users))
+	lists, old = make([]string, len(users)), make([]bool, len(users))
 	for k, cl := range calls {
-		lists, old, ok := readReply(cmds[k].Val(), len(cl.users))
+		vals, fromPrev, ok := readReply(cmds[k].Val(), len(cl.users))
 		if !ok {
 			return nil, nil, fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
 		}
 		for j, i := range cl.users {
-			cur[i], _ = lists[j].(string)
+			lists[i], _ = vals[j].(string)
 		}
-		for _, pos := range old {
+		for _, pos := range fromPrev {
 			n, _ := pos.(int64)
 			if n < 1 || int(n) > len(cl.users) {
 				return nil, nil, fmt.Errorf("read seen cache: unexpected position %v", pos)
 			}
-			i := cl.users[n-1]
-			cur[i], prev[i] = "", cur[i]
+			old[cl.users[n-1]] = true
 		}
 	}
-	return cur, prev, nil
+	return lists, old, nil
 }
 
 // readReply splits readScript's reply for n users.

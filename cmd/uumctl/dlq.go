@@ -106,8 +106,10 @@ func parseID(fs *flag.FlagSet) (int64, error) {
 	return id, nil
 }
 
-func dlqShow(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("dlq show", "ID")
+// withDeadLetter runs do on the dead letter named by the one ID argument
+// of the command name; -h prints the usage and does nothing else.
+func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*dlq.Queue, int64) error) error {
+	fs := c.flags(name, "ID")
 	if err := c.parse(fs, args, 1); err != nil {
 		return helped(err)
 	}
@@ -120,6 +122,16 @@ func dlqShow(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer closeDeps()
+	return do(q, id)
+}
+
+func dlqShow(ctx context.Context, c *cli, args []string) error {
+	return c.withDeadLetter(ctx, "dlq show", args, func(q *dlq.Queue, id int64) error {
+		return c.showDeadLetter(ctx, q, id)
+	})
+}
+
+func (c *cli) showDeadLetter(ctx context.Context, q *dlq.Queue, id int64) error {
 	d, err := q.Get(ctx, id)
 	if err != nil {
 		return err
@@ -202,23 +214,12 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 }
 
 func dlqRemove(ctx context.Context, c *cli, args []string) error {
-	fs := c.flags("dlq rm", "ID")
-	if err := c.parse(fs, args, 1); err != nil {
-		return helped(err)
-	}
-	id, err := parseID(fs)
-	if err != nil {
-		return err
-	}
-	q, closeDeps, err := c.queue(ctx)
-	if err != nil {
-		return err
-	}
-	defer closeDeps()
-	if err := q.Delete(ctx, id); err != nil {
-		return err
-	}
-	return c.print(map[string]any{"id": id, "status": uum.DLQDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
+	return c.withDeadLetter(ctx, "dlq rm", args, func(q *dlq.Queue, id int64) error {
+		if err := q.Delete(ctx, id); err != nil {
+			return err
+		}
+		return c.print(map[string]any{"id": id, "status": uum.DLQDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
+	})
 }
 
 // printable shows raw as it is when it is one line of UTF-8, quoted

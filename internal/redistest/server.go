@@ -229,20 +229,41 @@ func (w *readyWriter) tail() string {
 // pipelines for a while after they are done, not anything cached.
 func UsedMemory(tb testing.TB, rdb *redis.Client) int64 {
 	tb.Helper()
-	info, err := rdb.Info(context.Background(), "memory").Result()
+	fields := infoNumbers(tb, rdb, "memory")
+	used, ok := fields["used_memory"]
+	if !ok {
+		tb.Fatalf("no used_memory in INFO memory: %v", fields)
+	}
+	return int64(used - fields["mem_clients_normal"])
+}
+
+// ServerCPU returns the CPU time the server has used (INFO cpu, user and
+// system): on a server of a test's own, what the test's commands cost
+// Redis.
+func ServerCPU(tb testing.TB, rdb *redis.Client) time.Duration {
+	tb.Helper()
+	fields := infoNumbers(tb, rdb, "cpu")
+	user, ok1 := fields["used_cpu_user"]
+	sys, ok2 := fields["used_cpu_sys"]
+	if !ok1 || !ok2 {
+		tb.Fatalf("no used_cpu_user/used_cpu_sys in INFO cpu: %v", fields)
+	}
+	return time.Duration((user + sys) * float64(time.Second))
+}
+
+// infoNumbers returns the numeric fields of an INFO section.
+func infoNumbers(tb testing.TB, rdb *redis.Client, section string) map[string]float64 {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), section).Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	fields := make(map[string]int64)
+	fields := make(map[string]float64)
 	for line := range strings.Lines(info) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+		if n, err := strconv.ParseFloat(v, 64); ok && err == nil {
 			fields[k] = n
 		}
 	}
-	used, ok := fields["used_memory"]
-	if !ok {
-		tb.Fatalf("no used_memory in INFO memory:\n%s", info)
-	}
-	return used - fields["mem_clients_normal"]
+	return fields
 }
