@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
+
+	"github.com/uumhq/uum/internal/jsonscan"
 )
 
 // flatEntry holds the fields of an entry as decodeFast scanned them.
@@ -19,11 +21,11 @@ type flatEntry struct {
 
 // decodeFast decodes, without encoding/json's reflection, the entries
 // producers actually write (LogEvents, Track, the Ruby producer): an
-// object of the known fields whose strings are printable ASCII without
-// escapes, whose numbers are plain non-negative integers and whose
-// dimensions are such strings too. It accepts only entries the general
+// object of the known fields that internal/jsonscan reads (strings of
+// printable ASCII without escapes, plain non-negative integers,
+// dimensions of such strings). It accepts only entries the general
 // path accepts, with the same result; for anything else (other fields,
-// escapes, blanks, null, a duplicate field, an invalid value) it returns
+// escapes, null, a duplicate field, an invalid value) it returns
 // false and the general path decides, so every reason for a dead letter
 // still comes from one place. Decoding was most of the drain's Go CPU.
 func decodeFast(raw []byte) (Entry, bool) {
@@ -107,155 +109,61 @@ func (f *flatEntry) tracked(at time.Time) (*TrackedEvent, bool) {
 // scanFlat scans the top-level object of raw into its fields.
 func scanFlat(raw []byte) (flatEntry, bool) {
 	var f flatEntry
-	if len(raw) < 2 || raw[0] != '{' {
+	s := jsonscan.New(raw)
+	if !s.Byte('{') {
 		return f, false
 	}
-	i := 1
 	for {
-		key, next, ok := flatString(raw, i)
-		if !ok || next >= len(raw) || raw[next] != ':' {
+		key, ok := s.String()
+		if !ok || !s.Byte(':') {
 			return f, false
 		}
-		i = next + 1
 		var bit uint16
 		switch string(key) {
 		case "v":
-			f.v, i, ok = flatNumber(raw, i)
+			f.v, ok = s.Integer()
 			bit = 1 << 0
 		case "buffered_at":
-			f.bufferedAt, i, ok = flatNumber(raw, i)
+			f.bufferedAt, ok = s.Integer()
 			bit = 1 << 1
 		case "user_id":
-			f.userID, i, ok = flatString(raw, i)
+			f.userID, ok = s.String()
 			bit = 1 << 2
 		case "event_name":
-			f.eventName, i, ok = flatString(raw, i)
+			f.eventName, ok = s.String()
 			bit = 1 << 3
 		case "id":
-			f.id, i, ok = flatString(raw, i)
+			f.id, ok = s.String()
 			bit = 1 << 4
 		case "type":
-			f.typ, i, ok = flatString(raw, i)
+			f.typ, ok = s.String()
 			bit = 1 << 5
 		case "occurred_at":
-			f.occurredAt, i, ok = flatString(raw, i)
+			f.occurredAt, ok = s.String()
 			bit = 1 << 6
 		case "org_id":
-			f.orgID, i, ok = flatString(raw, i)
+			f.orgID, ok = s.String()
 			bit = 1 << 7
 		case "dimensions":
-			f.dimensions, i, ok = flatStrings(raw, i)
+			f.dimensions, ok = s.StringMap()
 			f.hasDimensions, bit = true, 1<<8
 		case "payload":
-			f.payload, i, ok = skipObject(raw, i)
+			f.payload, ok = s.SkipObject()
 			bit = 1 << 9
 		default:
 			return f, false
 		}
-		if !ok || f.seen&bit != 0 || i >= len(raw) {
+		if !ok || f.seen&bit != 0 {
 			return f, false
 		}
 		f.seen |= bit
-		switch raw[i] {
-		case '}':
-			return f, i == len(raw)-1
-		case ',':
-			i++
-		default:
+		if s.Byte('}') {
+			return f, s.End()
+		}
+		if !s.Byte(',') {
 			return f, false
 		}
 	}
-}
-
-// flatString reads a JSON string at raw[i] made only of printable ASCII
-// without escapes, and returns its contents and the index after it.
-func flatString(raw []byte, i int) ([]byte, int, bool) {
-	if i >= len(raw) || raw[i] != '"' {
-		return nil, 0, false
-	}
-	for j := i + 1; j < len(raw); j++ {
-		switch c := raw[j]; {
-		case c == '"':
-			return raw[i+1 : j : j], j + 1, true
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return nil, 0, false
-		}
-	}
-	return nil, 0, false
-}
-
-// flatStrings reads an object of flatString keys and values at raw[i],
-// without duplicate keys.
-func flatStrings(raw []byte, i int) (map[string]string, int, bool) {
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, 0, false
-	}
-	m := map[string]string{}
-	i++
-	if i < len(raw) && raw[i] == '}' {
-		return m, i + 1, true
-	}
-	for {
-		k, next, ok := flatString(raw, i)
-		if !ok || next >= len(raw) || raw[next] != ':' {
-			return nil, 0, false
-		}
-		v, next, ok := flatString(raw, next+1)
-		if !ok || next >= len(raw) {
-			return nil, 0, false
-		}
-		if _, dup := m[string(k)]; dup {
-			return nil, 0, false
-		}
-		m[string(k)] = string(v)
-		switch raw[next] {
-		case '}':
-			return m, next + 1, true
-		case ',':
-			i = next + 1
-		default:
-			return nil, 0, false
-		}
-	}
-}
-
-// skipObject returns the extent of the object at raw[i], matching braces
-// outside strings. It does not validate what it skips: the caller does.
-func skipObject(raw []byte, i int) ([]byte, int, bool) {
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, 0, false
-	}
-	depth, inString := 0, false
-	for j := i; j < len(raw); j++ {
-		c := raw[j]
-		switch {
-		case inString && c == '\\':
-			j++
-		case c == '"':
-			inString = !inString
-		case inString:
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			if depth--; depth == 0 {
-				return raw[i : j+1 : j+1], j + 1, true
-			}
-		}
-	}
-	return nil, 0, false
-}
-
-// flatNumber reads a JSON number at raw[i] that is a non-negative integer
-// without leading zeros, and returns its digits and the index after it.
-func flatNumber(raw []byte, i int) ([]byte, int, bool) {
-	j := i
-	for j < len(raw) && raw[j] >= '0' && raw[j] <= '9' {
-		j++
-	}
-	if j == i || (raw[i] == '0' && j-i > 1) {
-		return nil, 0, false
-	}
-	return raw[i:j:j], j, true
 }
 
 // smallUint parses decimal digits that fit in an int64 of at most 18

@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/jsonscan"
 )
 
 // decodeIngestFast decodes, in one pass and without encoding/json, the
@@ -20,13 +21,13 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 		seen uint8 // bit per field
 		ok   bool
 	)
-	s := scanner{b: body}
-	if !s.byte('{') {
+	s := jsonscan.New(body)
+	if !s.Byte('{') {
 		return ingestRequest{}, false
 	}
 	for {
-		key, kok := s.str()
-		if !kok || !s.byte(':') {
+		key, kok := s.String()
+		if !kok || !s.Byte(':') {
 			return ingestRequest{}, false
 		}
 		var bit uint8
@@ -34,21 +35,21 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 		case "user_id":
 			bit = 1
 			var id []byte
-			if id, ok = s.str(); ok {
+			if id, ok = s.String(); ok {
 				q.user.ID = string(id)
 				_, err := uum.ParseUUID("user_id", q.user.ID)
 				ok = err == nil
 			}
 		case "event_names":
 			bit = 2
-			q.names, ok = s.names()
+			q.names, ok = s.Array(func() (string, bool) { return nonEmpty(s) })
 			ok = ok && len(q.names) > 0
 		case "user_facility_ids":
 			bit = 4
-			q.user.FacilityIDs, ok = s.facilityIDs()
+			q.user.FacilityIDs, ok = facilityIDs(s)
 		case "event_facility_ids":
 			bit = 8
-			q.eventFacilities, ok = s.facilityIDs()
+			q.eventFacilities, ok = facilityIDs(s)
 			q.explicit = q.eventFacilities != nil
 		default:
 			return ingestRequest{}, false // ignored by the general path
@@ -57,139 +58,37 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 			return ingestRequest{}, false
 		}
 		seen |= bit
-		if s.byte('}') {
+		if s.Byte('}') {
 			break
 		}
-		if !s.byte(',') {
+		if !s.Byte(',') {
 			return ingestRequest{}, false
 		}
 	}
-	s.blanks()
-	if s.i != len(s.b) || seen&3 != 3 {
+	if !s.End() || seen&3 != 3 {
 		return ingestRequest{}, false
 	}
 	return q, true
 }
 
-// scanner reads JSON tokens from b at i, skipping the blanks before
-// each.
-type scanner struct {
-	b []byte
-	i int
+// nonEmpty reads a non-empty string.
+func nonEmpty(s *jsonscan.Scanner) (string, bool) {
+	str, ok := s.String()
+	return string(str), ok && len(str) > 0
 }
 
-func (s *scanner) blanks() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
-
-// byte consumes c if it is the next token.
-func (s *scanner) byte(c byte) bool {
-	s.blanks()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// str reads a non-empty string of printable ASCII without escapes and
-// returns its contents.
-func (s *scanner) str() ([]byte, bool) {
-	if !s.byte('"') {
-		return nil, false
-	}
-	for j := s.i; j < len(s.b); j++ {
-		switch c := s.b[j]; {
-		case c == '"':
-			str := s.b[s.i:j]
-			s.i = j + 1
-			return str, len(str) > 0
-		case c < 0x20 || c > 0x7e || c == '\\':
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-// integer reads a non-negative integer without leading zeros and returns
-// its digits.
-func (s *scanner) integer() ([]byte, bool) {
-	s.blanks()
-	j := s.i
-	for j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9' {
-		j++
-	}
-	if j == s.i || (s.b[s.i] == '0' && j-s.i > 1) {
-		return nil, false
-	}
-	digits := s.b[s.i:j]
-	s.i = j
-	return digits, true
-}
-
-// null consumes a JSON null if it is the next token.
-func (s *scanner) null() bool {
-	s.blanks()
-	if len(s.b)-s.i >= 4 && string(s.b[s.i:s.i+4]) == "null" {
-		s.i += 4
-		return true
-	}
-	return false
-}
-
-// names reads an array of strings.
-func (s *scanner) names() ([]string, bool) {
-	return s.array(func() (string, bool) {
-		str, ok := s.str()
-		return string(str), ok
-	})
-}
-
-// facilityIDs reads null (nil) or an array of facility ids, each a string
-// or an integer (757 becomes "757"), non-nil even when empty.
-func (s *scanner) facilityIDs() ([]string, bool) {
-	if s.null() {
+// facilityIDs reads null (nil) or an array of facility ids, each a
+// non-empty string or an integer (757 becomes "757"), non-nil even when
+// empty.
+func facilityIDs(s *jsonscan.Scanner) ([]string, bool) {
+	if s.Null() {
 		return nil, true
 	}
-	return s.array(func() (string, bool) {
-		s.blanks()
-		if s.i < len(s.b) && s.b[s.i] == '"' {
-			str, ok := s.str()
-			return string(str), ok
+	return s.Array(func() (string, bool) {
+		if s.Next() == '"' {
+			return nonEmpty(s)
 		}
-		digits, ok := s.integer()
+		digits, ok := s.Integer()
 		return string(digits), ok
 	})
-}
-
-// array reads an array whose elements elem reads; it returns a non-nil
-// slice, empty for [].
-func (s *scanner) array(elem func() (string, bool)) ([]string, bool) {
-	if !s.byte('[') {
-		return nil, false
-	}
-	out := make([]string, 0, 4)
-	if s.byte(']') {
-		return out, true
-	}
-	for {
-		v, ok := elem()
-		if !ok {
-			return nil, false
-		}
-		out = append(out, v)
-		if s.byte(']') {
-			return out, true
-		}
-		if !s.byte(',') {
-			return nil, false
-		}
-	}
 }
