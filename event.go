@@ -202,6 +202,9 @@ func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
 		if err := json.Unmarshal(w.Dimensions, &te.Dimensions); err != nil {
 			return nil, &DecodeError{Reason: "dimensions is not an object of strings"}
 		}
+		if len(te.Dimensions) == 0 {
+			te.Dimensions = nil // {} is no dimensions, as Track writes it (omitted)
+		}
 	}
 	if !isNull(w.Payload) {
 		// Compact, as Track writes it: hand-written entries may carry

@@ -202,9 +202,14 @@ func (e TrackedEvent) AppendWire(b []byte, bufferedAt time.Time) ([]byte, error)
 		V: WireVersion, ID: e.ID, Type: e.Type, OccurredAt: at.UTC().Format(time.RFC3339Nano),
 		OrgID: e.OrgID, Dimensions: e.Dimensions, Payload: e.Payload, BufferedAt: bufferedAt.UnixMilli(),
 	}
-	enc, err := json.Marshal(w)
-	if err != nil {
+	// Without HTML escaping, so the payload's bytes are kept as given
+	// (json.Marshal rewrites "&" in a RawMessage as "\u0026") and plain
+	// text takes the drain's fast decoder.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
 		return b, fmt.Errorf("encode tracked event %s: %w", strconv.Quote(e.ID), err)
 	}
-	return append(b, enc...), nil
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...), nil
 }

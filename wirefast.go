@@ -79,7 +79,10 @@ func (f *flatEntry) userEvent() (Event, bool) {
 }
 
 func (f *flatEntry) tracked(at time.Time) (*TrackedEvent, bool) {
-	te := &TrackedEvent{ID: string(f.id), Type: string(f.typ), OccurredAt: at, Dimensions: f.dimensions}
+	te := &TrackedEvent{ID: string(f.id), Type: string(f.typ), OccurredAt: at}
+	if len(f.dimensions) > 0 {
+		te.Dimensions = f.dimensions // {} is none, as the general path has it
+	}
 	if f.occurredAt != nil {
 		t, err := time.Parse(time.RFC3339Nano, string(f.occurredAt))
 		if err != nil {
