@@ -3,7 +3,7 @@
 # first try: debootstrap a Debian bookworm root under .data/fresh-debian/,
 # put a clean copy of the repository's HEAD in it, install only what the
 # README lists as prerequisites (Go, copied from this machine's GOROOT; make;
-# gcc; ca-certificates), then inside a chroot run `make run` and `make test`
+# gcc; ca-certificates; curl), then inside a chroot run `make run` and `make test`
 # with every UUM_*/TEST_* URL on a free port, so scripts/services.sh must
 # install PostgreSQL and Redis with apt-get and start its own servers.
 #
@@ -149,13 +149,13 @@ prereqs() {
 		deb $MIRROR $SUITE-updates main
 		deb ${MIRROR%/debian}/debian-security $SUITE-security main
 	EOF
-	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates"
+	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates, curl"
 	cp -a "$GOROOT_SRC" "$r/usr/local/go"
 	local extra=""
 	[[ $mode == root ]] && extra=git # a clone's owner has git (go build stamps VCS info)
 	[[ $mode == user ]] && extra=sudo
 	chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates $extra && apt-get clean" >"$WORK/$mode-prereq.log" 2>&1 ||
+		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates curl $extra && apt-get clean" >"$WORK/$mode-prereq.log" 2>&1 ||
 		die "[$mode] installing the prerequisites failed (see $WORK/$mode-prereq.log)"
 	cleanup
 	mv "$r" "$PREREQ"
@@ -296,21 +296,21 @@ check_run() {
 	say "[$MODE] make run: healthz ok after $((SECONDS - start))s"
 	local T='Authorization: Bearer dev-admin-token-change-me' out
 	out=$(curl -s -w '%{http_code}\n' -X POST "$api/v1/events" -H "$T" -H 'Content-Type: application/json' \
-		-d '{"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_names":["mhv_landing_page_accessed"]}')
+		-d '{"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_names":["page_viewed"]}')
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	[[ $(tail -n 1 <<<"$out") == 202 ]] || die "[$MODE] POST /v1/events: want 202"
 	out=$(in_chroot "$user" "cd $dir && .bin/processor -once" 2>>"$LOG") || die "[$MODE] processor -once failed: $out"
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	out=$(curl -s -w '%{http_code}\n' -H "$T" "$api/v1/unique-counts")
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
-	[[ $out == *'"event_name":"mhv_landing_page_accessed","unique_users":1'* ]] ||
-		die "[$MODE] unique-counts: want mhv_landing_page_accessed 1"
-	# The README's backlog command, as written there.
+	[[ $out == *'"event_name":"page_viewed","unique_users":1'* ]] ||
+		die "[$MODE] unique-counts: want page_viewed 1"
+	# The backlog command of docs/operations.md, as written there.
 	local cmd
 	# shellcheck disable=SC2016 # the README's text, not an expansion
-	cmd=$(grep -m1 '^redis-cli -u "${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}" LLEN ' "$CHROOT$dir/README.md") ||
-		die "[$MODE] no backlog command in the README"
-	out=$(in_chroot "$user" "$cmd" 2>&1) || die "[$MODE] the README's backlog command failed: $out"
+	cmd=$(grep -m1 '^redis-cli -u "${UUM_REDIS_URL:-redis://127.0.0.1:6379/0}" LLEN ' "$CHROOT$dir/docs/operations.md") ||
+		die "[$MODE] no backlog command in docs/operations.md"
+	out=$(in_chroot "$user" "$cmd" 2>&1) || die "[$MODE] the backlog command of docs/operations.md failed: $out"
 	printf '%s\n%s\n' "$cmd" "$out" | tee -a "$LOG" >&2
 	[[ $out == 0 ]] || die "[$MODE] backlog after -once: want 0, got $out"
 	# Stop it as a service manager would: SIGTERM to scripts/run.sh (make

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run the whole service locally: make sure PostgreSQL and Redis are up
-# (scripts/services.sh), build cmd/api and cmd/processor into .bin/, run the
-# processor and the API side by side, and stop both when either exits or on
-# Ctrl-C / SIGTERM (a second Ctrl-C kills them). Exits non-zero if either
+# (scripts/services.sh), build cmd/api, cmd/processor and cmd/uumctl into
+# .bin/, run the processor and the API side by side, and stop both when
+# either exits or on Ctrl-C / SIGTERM (a second Ctrl-C kills them). Exits non-zero if either
 # fails. Configuration comes from the UUM_* environment variables.
 
 # Written for bash 3.2 up to here, so old shells reach the message
@@ -45,13 +45,19 @@ if [[ -z ${UUM_API_TOKENS+set} ]]; then
 	log "  curl -H 'Authorization: Bearer dev-admin-token-change-me' http://${UUM_API_ADDR:-127.0.0.1:8080}/v1/..."
 fi
 
+if [[ -z ${UUM_COUNTERS_FILE+set} ]]; then
+	# The walkthrough's counters; every drainer needs the same file, so the
+	# README has the second terminal export it too.
+	export UUM_COUNTERS_FILE=counters.example.yaml
+	log "UUM_COUNTERS_FILE is unset: using counters.example.yaml"
+fi
+
 scripts/services.sh run
 
 GO=${GO:-go}
 mkdir -p .bin
-log "building .bin/api and .bin/processor"
-"$GO" build -o .bin/api ./cmd/api
-"$GO" build -o .bin/processor ./cmd/processor
+log "building .bin/api, .bin/processor and .bin/uumctl"
+"$GO" build -o .bin/ ./cmd/api ./cmd/processor ./cmd/uumctl
 
 # Each child gets its own process group (set -m), so a Ctrl-C in the
 # terminal reaches only this script, which forwards one SIGTERM to each.

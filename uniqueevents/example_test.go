@@ -84,9 +84,9 @@ func ExampleClient_LogEvents() {
 	// [0b7e0c2e-9a1d-4f6e-8c55-2f1f1d3c9a10] <nil>
 }
 
-// ExampleOpen is the README's "Library usage": the producer side of an
+// ExampleOpen is docs/library.md's "Library usage": the producer side of an
 // application, from its environment. It is compiled, not run (it needs
-// Redis and Postgres); TestREADMEShowsExampleOpen keeps the README's copy
+// Redis and Postgres); TestREADMEShowsExampleOpen keeps that copy
 // identical.
 func ExampleOpen() {
 	ctx := context.Background()

@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestREADMEShowsExampleOpen keeps the README's library snippet the code
+// TestREADMEShowsExampleOpen keeps docs/library.md's snippet the code
 // a user can copy: the body of ExampleOpen, which the compiler checks.
 func TestREADMEShowsExampleOpen(t *testing.T) {
 	t.Parallel()
 
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/library.md")
 	require.NoError(t, err)
-	_, section, found := strings.Cut(string(readme), "\n## Library usage\n")
-	require.True(t, found, "README has a Library usage section")
+	_, section, found := strings.Cut(string(readme), "# Library usage\n")
+	require.True(t, found, "docs/library.md has a Library usage section")
 	_, snippet, found := strings.Cut(section, "```go\n")
 	require.True(t, found, "Library usage has a go block")
 	snippet, _, _ = strings.Cut(snippet, "```\n")
