@@ -1,0 +1,42 @@
+package redistest_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/uumhq/uum/internal/redistest"
+)
+
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	opts := redistest.Cluster(t)
+	require.Len(t, opts.Addrs, 6)
+	c := redis.NewClusterClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	// Keys spread over every master, and each master has a replica.
+	for i := range 100 {
+		require.NoError(t, c.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err())
+	}
+	masters := 0
+	require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		masters++
+		n, err := m.DBSize(ctx).Result()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("master %s holds no key", m.Options().Addr)
+		}
+		return err
+	}))
+	require.Equal(t, 3, masters)
+	// CLUSTER SLOTS leaves out replicas that have not received data yet:
+	// count them in CLUSTER NODES instead.
+	nodes, err := c.ClusterNodes(ctx).Result()
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(nodes, "slave"), nodes)
+}
