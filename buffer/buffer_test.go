@@ -70,6 +70,15 @@ func testList(t *testing.T, be redistest.Backend) {
 		return got
 	}
 
+	// requirePeek checks what lease.Peek(skip, n) reads, and where.
+	requirePeek := func(t *testing.T, lease *buffer.Lease, skip, n int, at uum.Position, want []string) {
+		t.Helper()
+		gotAt, got, err := lease.Peek(ctx, skip, n)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "skip %d n %d", skip, n)
+		require.Equal(t, at, gotAt, "skip %d n %d", skip, n)
+	}
+
 	t.Run("KeyIsBufferKey", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -146,6 +155,61 @@ func testList(t *testing.T, be redistest.Backend) {
 		got, err = b.list.Peek(ctx, 0, 0)
 		require.NoError(t, err)
 		require.Empty(t, got)
+	})
+
+	t.Run("LeasePeekReturnsEntriesWithTheirPosition", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0", "e1", "e2", "e3", "e4")
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		start := lease.Position(0)
+
+		tests := []struct {
+			skip, n int
+			want    []string
+		}{
+			{skip: 0, n: 2, want: []string{"e0", "e1"}},
+			{skip: 3, n: 10, want: []string{"e3", "e4"}},
+			{skip: 5, n: 3, want: []string{}},
+			{skip: 0, n: 0, want: nil},
+		}
+		for _, tt := range tests {
+			requirePeek(t, lease, tt.skip, tt.n, start.Add(tt.skip), tt.want)
+		}
+
+		require.NoError(t, lease.Trim(ctx, 2))
+		requirePeek(t, lease, 0, 1, start.Add(2), []string{"e2"})
+	})
+
+	t.Run("LeasePeekIsOneScriptAndKeepsBytes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		odd := "\x00{\xff\xfe}\r\n\x00"
+		push(t, b, odd, "")
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		_, _, err = lease.Peek(ctx, 0, 1) // loads the script
+		require.NoError(t, err)
+		b.cmds.Reset()
+
+		_, got, err := lease.Peek(ctx, 0, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{odd, ""}, got)
+		require.Equal(t, []string{"evalsha"}, b.cmds.Names(), "entries and cursor are read in one step")
+	})
+
+	t.Run("LeasePeekWithoutLeaseReadsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		push(t, b, "e0")
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
+
+		_, got, err := lease.Peek(ctx, 0, 10)
+		require.ErrorIs(t, err, uum.ErrFenceLost)
+		require.Nil(t, got)
 	})
 
 	t.Run("Len", func(t *testing.T) {
@@ -237,7 +301,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.Equal(t, int64(0), lease.Position(0).Offset)
 	})
 
-	t.Run("TrimAfterTakeoverRemovesNothing", func(t *testing.T) {
+	t.Run("StaleLeaseTrimsAndReadsNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		push(t, b, "e0", "e1", "e2")
@@ -257,6 +321,12 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		require.NoError(t, fresh.Trim(ctx, 2))
 		require.Equal(t, []string{"e2"}, all(t, b))
+
+		// Nor can it read: it would label e2 with the position e0 had.
+		_, got, err := stale.Peek(ctx, 0, 10)
+		require.ErrorIs(t, err, uum.ErrFenceLost)
+		require.Nil(t, got)
+		requirePeek(t, fresh, 0, 10, stale.Position(2), []string{"e2"})
 	})
 
 	t.Run("PositionsSurviveLeasesAndCountOnlyFencedTrims", func(t *testing.T) {

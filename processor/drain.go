@@ -54,10 +54,10 @@ const (
 	markTimeout = 10 * time.Second
 )
 
-// source is the buffer being drained.
+// source is the buffer being drained; the lease Acquire returns reads
+// and trims it.
 type source interface {
 	Len(ctx context.Context) (int64, error)
-	Peek(ctx context.Context, skip, n int) ([]string, error)
 	Acquire(ctx context.Context, ttl time.Duration) (*buffer.Lease, error)
 }
 
@@ -273,22 +273,25 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		d.logger.WarnContext(ctx, "buffer over max queue depth", "queue_depth", depth, "max_queue_depth", d.cfg.MaxQueueDepth)
 		_ = d.stats.Incr(MetricQueueOverflow, nil, 1) // statsd is best-effort UDP
 	}
-	raw, err := d.peek(ctx, 0)
+	at, raw, err := d.peek(ctx, lease, 0)
 	if err != nil {
 		return sum, err
 	}
 	var marks marker
 	defer marks.wait()
-	next := d.prepare(ctx, lease.Position(0), raw)
+	next := d.prepare(ctx, at, raw)
 	for len(next.raw) > 0 && sum.Iterations < d.cfg.MaxIterations {
 		cur := next
 		var prefetched chan *batch
 		var peekErr error
 		if sum.Iterations+1 < d.cfg.MaxIterations {
-			if raw, peekErr = d.peek(ctx, len(cur.raw)); len(raw) > 0 {
+			at, raw, peekErr = d.peek(ctx, lease, len(cur.raw))
+			if errors.Is(peekErr, uum.ErrFenceLost) {
+				return sum, peekErr // commit nothing once the lease is gone
+			}
+			if len(raw) > 0 {
 				prefetched = make(chan *batch, 1)
-				at := lease.Position(len(cur.raw)) // read before cur is trimmed
-				go func() { prefetched <- d.prepare(ctx, at, raw) }()
+				go func(at uum.Position, raw []string) { prefetched <- d.prepare(ctx, at, raw) }(at, raw)
 			}
 		}
 		err := d.finish(ctx, lease, cur, &marks)
@@ -313,19 +316,20 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		if prefetched == nil && sum.Iterations < d.cfg.MaxIterations {
 			// The batch emptied the buffer as it was; look again for
 			// entries pushed meanwhile.
-			if raw, err = d.peek(ctx, 0); err != nil {
+			if at, raw, err = d.peek(ctx, lease, 0); err != nil {
 				return sum, err
 			}
-			next = d.prepare(ctx, lease.Position(0), raw)
+			next = d.prepare(ctx, at, raw)
 		}
 	}
 	return sum, nil
 }
 
-// peek reads the batch after the skip oldest entries.
-func (d *Drainer) peek(ctx context.Context, skip int) ([]string, error) {
-	raw, err := d.buf.Peek(ctx, skip, d.cfg.BatchSize)
-	return raw, step("peek", err)
+// peek reads the batch after the skip oldest entries and the position it
+// starts at, under the lease's fence.
+func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (uum.Position, []string, error) {
+	at, raw, err := lease.Peek(ctx, skip, d.cfg.BatchSize)
+	return at, raw, step("peek", err)
 }
 
 // prepare runs the steps before the commit: build the batch, then filter
