@@ -1,13 +1,11 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -118,58 +116,11 @@ func buildAPI(t *testing.T) string {
 	return bin
 }
 
-// startAPI starts the api binary with the bundle's environment on a free
-// port, waits until it answers /healthz and returns its base URL. At
-// cleanup it sends SIGTERM and requires a clean exit.
+// startAPI starts the api binary with the bundle's environment (see
+// testenv.StartAPI) and returns its base URL.
 func (b *testBundle) startAPI(t *testing.T, bin string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	b.Env["UUM_API_ADDR"] = addr
-
-	cmd := exec.Command(bin)
-	cmd.Env = b.Env.Environ()
-	logs := &testenv.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			require.NoError(t, err, "api exits 0 on SIGTERM; logs:\n%s", logs.String())
-		case <-time.After(runTimeout):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("api did not exit on SIGTERM; logs:\n%s", logs.String())
-		}
-	})
-
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		select {
-		case err := <-exited:
-			exited <- err // for the check below and the cleanup
-			return true
-		default:
-		}
-		resp, err := httpClient.Get(base + "/healthz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 20*time.Millisecond, "api answers /healthz; logs:\n%s", logs)
-	select {
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("api exited at start: %v; logs:\n%s", err, logs.String())
-	default:
-	}
-	return base
+	return testenv.StartAPI(t, bin, "", b.Env)
 }
 
 // httpClient opens a connection per request, so no keep-alive goroutine
