@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -276,6 +275,22 @@ type DeadLetter struct {
 	CorrelationID string
 	Raw           []byte
 	Reason        string
+	// EventName and UserID are what operators filter dead letters by,
+	// taken from Raw as far as it decodes: "" and nil when it does not
+	// say. EventName is as found, NUL and all: the store makes every text
+	// column safe for Postgres as it writes it.
+	EventName string
+	UserID    *UUID
+}
+
+// BareReason is the reason of a bare dead letter (see DeadLetter.Bare).
+const BareReason = "refused by the database even as a dead letter: see raw"
+
+// Bare returns d with only what no database refuses: its correlation id,
+// its raw bytes and BareReason. The drain stores it when d itself was
+// refused, so that no entry can stall the buffer behind it.
+func (d DeadLetter) Bare() DeadLetter {
+	return DeadLetter{CorrelationID: d.CorrelationID, Raw: d.Raw, Reason: BareReason}
 }
 
 // BatchWrite is everything one drain iteration commits in one transaction.
@@ -326,18 +341,37 @@ type Position struct {
 // Add returns the position n entries later.
 func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: p.Offset + int64(n)} }
 
-// NewDeadLetter returns the dead letter of the entry raw found at pos. Its
-// correlation id is a digest of both: the same entry dead-lettered again
-// (a batch re-run after a crash, by this drainer or another) is stored
-// once, while identical bytes pushed twice are two entries and two dead
-// letters.
-//
-// The reason is made safe for a text column (valid UTF-8, no NUL) and cut
-// to 500 bytes whatever its source: a reason that the database rejects
-// would fail the batch and stall the buffer behind it.
+// NewDeadLetter returns the dead letter of the entry raw found at pos,
+// with reason. Its correlation id is a digest of both: the same entry
+// dead-lettered again (a batch re-run after a crash, by this drainer or
+// another) is stored once, while identical bytes pushed twice are two
+// entries and two dead letters.
 func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
 	sum := EntrySum(raw, pos)
-	return DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:]), Raw: raw, Reason: safeText(reason, maxReasonLen)}
+	dl := DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:]), Raw: raw, Reason: reason}
+	dl.EventName, dl.UserID = describe(raw)
+	return dl
+}
+
+// describe extracts what an operator filters dead letters by from a raw
+// entry, as far as it decodes: its event_name if it is a string, its
+// user_id if it is a valid UUID.
+func describe(raw []byte) (name string, user *UUID) {
+	var w struct {
+		UserID    json.RawMessage `json:"user_id"`
+		EventName json.RawMessage `json:"event_name"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return "", nil
+	}
+	_ = json.Unmarshal(w.EventName, &name) // not a string: no name
+	var u string
+	if json.Unmarshal(w.UserID, &u) == nil {
+		if id, err := ParseUUID("user_id", u); err == nil {
+			user = &id
+		}
+	}
+	return name, user
 }
 
 // EntrySum identifies the entry raw found at pos by a digest of both. A
@@ -353,26 +387,4 @@ func EntrySum(raw []byte, pos Position) [12]byte {
 	var sum [12]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
-}
-
-// maxReasonLen bounds a dead-letter reason.
-const maxReasonLen = 500
-
-// safeText returns s as text any Postgres text column accepts: invalid
-// UTF-8 and NUL bytes escaped as in a Go string literal, and cut to at
-// most max bytes on a rune boundary. Text that is already safe and short
-// is returned as is.
-func safeText(s string, max int) string {
-	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
-		q := strconv.Quote(s)
-		s = q[1 : len(q)-1]
-	}
-	if len(s) <= max {
-		return s
-	}
-	i := max
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
 }

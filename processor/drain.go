@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
@@ -505,17 +504,7 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 		return err
 	}
 	if len(b.raw) == 1 {
-		if len(b.dead) == 1 && strings.HasPrefix(b.dead[0].Reason, rejectedReason) {
-			return err // even its dead letter was refused: nothing left to try
-		}
-		d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", err)
-		isolated := &batch{at: b.at, raw: b.raw}
-		isolated.dead = []uum.DeadLetter{uum.NewDeadLetter([]byte(b.raw[0]), rejectedReason+err.Error(), b.at)}
-		if err := d.commit(ctx, isolated); err != nil {
-			return err
-		}
-		*b = *isolated
-		return nil
+		return d.isolate(ctx, b, err)
 	}
 	half := len(b.raw) / 2
 	// The halves skip the seen-cache: it only saves work, and this path is
@@ -532,6 +521,28 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	}
 	b.merge(left, right)
 	return nil
+}
+
+// isolate dead-letters the single entry of b, which the database refused
+// with rejected: with that error as the reason or, if the database refuses
+// even this dead letter, bare (uum.DeadLetter.Bare), which it cannot
+// refuse for its data. A drain never gives up on one entry.
+func (d *Drainer) isolate(ctx context.Context, b *batch, rejected error) error {
+	d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", rejected)
+	dl := uum.NewDeadLetter([]byte(b.raw[0]), rejectedReason+rejected.Error(), b.at)
+	var err error
+	for _, dl := range []uum.DeadLetter{dl, dl.Bare()} {
+		isolated := &batch{at: b.at, raw: b.raw, dead: []uum.DeadLetter{dl}}
+		if isolated.result, err = d.db.CommitBatch(ctx, isolated.write()); err == nil {
+			*b = *isolated
+			return nil
+		}
+		if !errors.Is(err, uum.ErrRejected) {
+			return err
+		}
+		d.logger.WarnContext(ctx, "dead letter rejected by the database", "correlation_id", dl.CorrelationID, "error", err)
+	}
+	return err
 }
 
 // rejectedReason starts the reason of an entry the database refused.

@@ -131,6 +131,42 @@ func (b *testBundle) deadLetterReasons(t *testing.T) []string {
 	return reasons
 }
 
+// requirePoisonDrained pushes each poison entry after a valid one, drains
+// once and requires every valid entry counted and every poison entry
+// dead-lettered with its raw bytes.
+func (b *testBundle) requirePoisonDrained(t *testing.T, poison ...string) {
+	t.Helper()
+	var entries []string
+	for _, p := range append(poison, "") {
+		entries = append(entries, string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire(time.Now())))
+		if p != "" {
+			entries = append(entries, p)
+		}
+	}
+	b.push(t, entries...)
+
+	sum := b.drain(t)
+	require.Equal(t, len(entries), sum.EventsProcessed)
+	require.Equal(t, len(poison), sum.DeadLettered)
+	require.Equal(t, map[string]int64{"a": int64(len(poison) + 1)}, b.totals(t))
+	require.Empty(t, b.pending(t))
+	require.ElementsMatch(t, poison, b.deadLetterRaws(t), "raw bytes are kept exactly")
+}
+
+// deadLetterRaws returns the raw bytes of every stored dead letter.
+func (b *testBundle) deadLetterRaws(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT raw FROM dead_letters`)
+	require.NoError(t, err)
+	raws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var raw []byte
+		err := r.Scan(&raw)
+		return string(raw), err
+	})
+	require.NoError(t, err)
+	return raws
+}
+
 func (b *testBundle) pending(t *testing.T) []string {
 	t.Helper()
 	all, err := b.buf.Peek(context.Background(), 0, 1<<30)
@@ -474,43 +510,31 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 
 	t.Run("InvalidUTF8PoisonNeverStallsTheBuffer", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, newRedis)
-		u := users(4)
-		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire(time.Now())) }
+		u := uum.NewUUID()
 		// Each of these once became a dead letter whose reason held the raw
 		// bytes; Postgres refused the text and the batch never committed.
-		poison := []string{
-			fmt.Sprintf("{\"v\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u[0]),
-			fmt.Sprintf("{\"V\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u[0]),
+		setup(t, newRedis).requirePoisonDrained(t,
+			fmt.Sprintf("{\"v\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u),
+			fmt.Sprintf("{\"V\":\"\xff\",\"user_id\":%q,\"event_name\":\"x\"}", u),
 			"{\"v\":{\"\xfe\":1}}",
 			"{\"v\":\"\x00\"}",
 			"\x00\xff garbage",
-			fmt.Sprintf("{\"user_id\":%q,\"event_name\":\"\xff\x00\"}", u[0]),
-		}
-		var entries []string
-		for i, p := range poison {
-			entries = append(entries, good(u[i%len(u)]), p)
-		}
-		entries = append(entries, good(u[3]))
-		b.push(t, entries...)
+			fmt.Sprintf("{\"user_id\":%q,\"event_name\":\"\xff\x00\"}", u),
+		)
+	})
 
-		sum := b.drain(t)
-		require.Equal(t, len(entries), sum.EventsProcessed)
-		require.Equal(t, len(poison), sum.DeadLettered)
-		require.Equal(t, map[string]int64{"a": 4}, b.totals(t))
-		require.Empty(t, b.pending(t))
-
-		var stored []string
-		rows, err := b.pool.Query(ctx, `SELECT raw FROM dead_letters ORDER BY raw`)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var raw []byte
-			require.NoError(t, rows.Scan(&raw))
-			stored = append(stored, string(raw))
-		}
-		require.NoError(t, rows.Err())
-		require.ElementsMatch(t, poison, stored, "raw bytes are kept exactly")
+	t.Run("NULInACopiedFieldNeverStallsTheBuffer", func(t *testing.T) {
+		t.Parallel()
+		u := uum.NewUUID()
+		// Valid JSON and valid UTF-8: each once became a dead letter
+		// whose event_name column held the NUL, which Postgres refused,
+		// and the drain gave up on the entry and on the buffer behind it.
+		setup(t, newRedis).requirePoisonDrained(t,
+			fmt.Sprintf(`{"user_id":%q,"event_name":"a\u0000b"}`, u),
+			fmt.Sprintf(`{"\u0000":1,"user_id":%q,"event_name":"\u0000"}`, u),
+			fmt.Sprintf(`{"v":2,"user_id":%q,"Event_Name":"x\u0000","buffered_at":1}`, u),
+			`{"event_name":"\u0000\u0000","user_id":null}`,
+		)
 	})
 
 	t.Run("DataTheDatabaseRejectsIsIsolatedAndDeadLettered", func(t *testing.T) {
@@ -543,6 +567,33 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 			require.Contains(t, r, "no_refused", "the database's error is the reason")
 		}
 		require.Equal(t, 10.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent), "each new pair counted once")
+	})
+
+	t.Run("ADeadLetterTheDatabaseRefusesIsStoredBare", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		// A rule the drain does not know refuses the dead letter's derived
+		// column, as the database once refused a NUL in it: the entry is
+		// stored with its correlation id, raw bytes and a constant reason.
+		_, err := b.pool.Exec(ctx, `ALTER TABLE dead_letters ADD CONSTRAINT no_refused CHECK (event_name <> 'Refused')`)
+		require.NoError(t, err)
+		u := users(2)
+		good := func(u uum.UUID) string { return string(uum.Event{UserID: u, Name: "a"}.MarshalWire(time.Now())) }
+		poison := fmt.Sprintf(`{"user_id":%q,"event_name":"Refused"}`, u[0])
+		b.push(t, good(u[0]), poison, good(u[1]))
+
+		sum := b.drain(t)
+		require.Equal(t, 1, sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 2}, b.totals(t))
+		require.Empty(t, b.pending(t))
+		var raw []byte
+		var reason string
+		var name, user *string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT raw, reason, event_name, user_id::text FROM dead_letters`).Scan(&raw, &reason, &name, &user))
+		require.Equal(t, poison, string(raw))
+		require.Equal(t, uum.BareReason, reason)
+		require.Nil(t, name)
+		require.Nil(t, user)
 	})
 
 	t.Run("NewNamesBeyondTheLimitAreDeadLettered", func(t *testing.T) {

@@ -2,17 +2,34 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/pgtext"
 )
+
+// Bounds of the dead-letter text columns derived from input. Every such
+// value goes through pgtext.Safe on its way in: a dead letter the database
+// refuses cannot be stored, and its entry would stall the buffer.
+const (
+	maxReasonText    = 500
+	maxEventNameText = 200
+	maxIDText        = 200
+)
+
+// safeTexts applies pgtext.Safe to each of ss.
+func safeTexts(ss []string, max int) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = pgtext.Safe(s, max)
+	}
+	return out
+}
 
 // deadLetterColumns are the columns scanDeadLetter reads, in its order.
 const deadLetterColumns = `id, correlation_id, kind, reason, raw, event_name, user_id::text, org_id,
@@ -126,7 +143,7 @@ func (s *Store) RecordReplayFailures(ctx context.Context, ids []int64, reasons [
 	if _, err := s.pool.Exec(ctx, `UPDATE dead_letters d
 		SET reason = f.reason, attempts = d.attempts + 1, last_failed_at = now()
 		FROM unnest($1::bigint[], $2::text[]) AS f(id, reason)
-		WHERE d.id = f.id`, ids, reasons); err != nil {
+		WHERE d.id = f.id`, ids, safeTexts(reasons, maxReasonText)); err != nil {
 		return fmt.Errorf("record replay failures: %w", interpret(err))
 	}
 	return nil
@@ -142,7 +159,7 @@ func (s *Store) RecordRunFailure(ctx context.Context, f uum.RunFailure) error {
 		VALUES ($1, 'run', ''::bytea, $2, $3)
 		ON CONFLICT (correlation_id) DO UPDATE
 		SET reason = EXCLUDED.reason, attempts = dead_letters.attempts + 1, last_failed_at = now()`,
-		f.CorrelationID, f.Reason, attempts); err != nil {
+		pgtext.Safe(f.CorrelationID, maxIDText), pgtext.Safe(f.Reason, maxReasonText), attempts); err != nil {
 		return fmt.Errorf("record run failure: %w", interpret(err))
 	}
 	return nil
@@ -171,29 +188,4 @@ func (s *Store) DeadLetterStats(ctx context.Context) (open int64, oldest time.Ti
 		oldest = *min
 	}
 	return open, oldest, nil
-}
-
-// describeEntry extracts what an operator filters dead letters by from a
-// raw entry, as far as it decodes: the event name (if a string of sane
-// size) and the user id (if a valid UUID).
-func describeEntry(raw []byte) (name *string, user *[16]byte) {
-	var w struct {
-		UserID    json.RawMessage `json:"user_id"`
-		EventName json.RawMessage `json:"event_name"`
-	}
-	if json.Unmarshal(raw, &w) != nil {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(w.EventName, &s) == nil && s != "" && len(s) <= 200 && utf8.ValidString(s) {
-		name = &s
-	}
-	var u string
-	if json.Unmarshal(w.UserID, &u) == nil {
-		if id, err := uum.ParseUUID("user_id", u); err == nil {
-			b := [16]byte(id)
-			user = &b
-		}
-	}
-	return name, user
 }

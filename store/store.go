@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/pgtext"
 )
 
 // DBTX is what the queries need: satisfied by *pgxpool.Pool, *pgx.Conn and
@@ -174,7 +175,7 @@ func comparePairs(a, b uum.Pair) int {
 
 // InsertDeadLetters stores poison entries and returns how many it stored.
 // A correlation id already stored (the same entry, re-run after a crash)
-// is skipped and not counted.
+// is skipped and not counted. Every text column goes through pgtext.Safe.
 func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int, error) {
 	if len(dls) == 0 {
 		return 0, nil
@@ -185,13 +186,13 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int,
 	names := make([]pgtype.Text, len(dls))
 	users := make([]pgtype.UUID, len(dls))
 	for i, d := range dls {
-		ids[i], raws[i], reasons[i] = d.CorrelationID, d.Raw, d.Reason
-		name, user := describeEntry(d.Raw)
-		if name != nil {
-			names[i] = pgtype.Text{String: *name, Valid: true}
+		ids[i], raws[i] = pgtext.Safe(d.CorrelationID, maxIDText), d.Raw
+		reasons[i] = pgtext.Safe(d.Reason, maxReasonText)
+		if d.EventName != "" {
+			names[i] = pgtype.Text{String: pgtext.Safe(d.EventName, maxEventNameText), Valid: true}
 		}
-		if user != nil {
-			users[i] = pgtype.UUID{Bytes: *user, Valid: true}
+		if d.UserID != nil {
+			users[i] = pgtype.UUID{Bytes: *d.UserID, Valid: true}
 		}
 	}
 	tag, err := db.Exec(ctx, `

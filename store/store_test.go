@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -97,6 +98,36 @@ func TestStore(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.Equal(t, "garbage", string(raw))
 		require.Equal(t, "invalid JSON", reason)
+	})
+
+	t.Run("DeadLetterTextColumnsAreMadeSafe", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Postgres text refuses NUL and invalid UTF-8; any such value from
+		// input once failed the dead letter's transaction.
+		raw := []byte(`{"user_id":"` + u1.String() + `","event_name":"a\u0000b"}`)
+		dl := uum.NewDeadLetter(raw, "bad \x00\xff"+strings.Repeat("é", 400), uum.Position{Epoch: "e", Offset: 1})
+		require.Equal(t, "a\x00b", dl.EventName)
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: []uum.DeadLetter{dl}})
+		require.NoError(t, err)
+		rec, err := b.store.DeadLetters(ctx, uum.DeadLetterFilter{}, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, rec, 1)
+		require.Equal(t, raw, rec[0].Raw, "raw bytes are kept exactly")
+		require.Equal(t, `a\x00b`, *rec[0].EventName)
+		require.Equal(t, u1.String(), *rec[0].UserID)
+		require.True(t, strings.HasPrefix(rec[0].Reason, `bad \x00\xff`), rec[0].Reason)
+		require.LessOrEqual(t, len(rec[0].Reason), 500)
+
+		require.NoError(t, b.store.RecordReplayFailures(ctx, []int64{rec[0].ID}, []string{"still \x00"}))
+		got, err := b.store.DeadLetter(ctx, rec[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, `still \x00`, got.Reason)
+		require.NoError(t, b.store.RecordRunFailure(ctx, uum.RunFailure{CorrelationID: "task_\x00", Reason: "boom \xff"}))
+		rec, err = b.store.DeadLetters(ctx, uum.DeadLetterFilter{CorrelationID: `task_\x00`}, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, rec, 1)
+		require.Equal(t, `boom \xff`, rec[0].Reason)
 	})
 
 	t.Run("EventLogged", func(t *testing.T) {

@@ -1,0 +1,30 @@
+// Package pgtext makes strings derived from input safe for a Postgres
+// text column, which refuses NUL and invalid UTF-8 (SQLSTATE 22021): a
+// value the database refuses fails its whole transaction, and when that
+// transaction is a dead letter's, nothing is left to store the entry.
+package pgtext
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Safe returns s as text any Postgres text column accepts: invalid UTF-8
+// and NUL bytes escaped as in a Go string literal, then cut to at most max
+// bytes on a rune boundary. Text that is already safe and short is
+// returned as is, so Safe(Safe(s, n), n) == Safe(s, n).
+func Safe(s string, max int) string {
+	if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+		q := strconv.Quote(s)
+		s = q[1 : len(q)-1]
+	}
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
