@@ -29,15 +29,23 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RecordRun stores r as the last run, replacing the one before. Drain
-// runs exclude each other through the buffer lease, so the last stored is
-// the last finished.
+// RecordRun stores r as the last run, replacing the one before, and as
+// the last non-empty run too when it drained anything. Drain runs exclude
+// each other through the buffer lease, so the last stored is the last
+// finished.
 func (m *Metrics) RecordRun(ctx context.Context, r Run) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("record drain run: %w", err)
 	}
-	if err := m.rdb.Set(ctx, rediskey.MetricsLastRun(m.prefix, 0), b, 0).Err(); err != nil {
+	_, err = m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, rediskey.MetricsLastRun(m.prefix, 0), b, 0)
+		if r.Drained > 0 {
+			p.Set(ctx, rediskey.MetricsLastNonEmptyRun(m.prefix, 0), b, 0)
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("record drain run: %w", err)
 	}
 	return nil
@@ -45,16 +53,28 @@ func (m *Metrics) RecordRun(ctx context.Context, r Run) error {
 
 // LastRun returns the last run RecordRun stored, or nil if none was.
 func (m *Metrics) LastRun(ctx context.Context) (*Run, error) {
-	b, err := m.rdb.Get(ctx, rediskey.MetricsLastRun(m.prefix, 0)).Bytes()
+	return getJSON[Run](ctx, m.rdb, rediskey.MetricsLastRun(m.prefix, 0), "last drain run")
+}
+
+// LastNonEmptyRun returns the last run RecordRun stored that drained at
+// least one entry, or nil if none did.
+func (m *Metrics) LastNonEmptyRun(ctx context.Context) (*Run, error) {
+	return getJSON[Run](ctx, m.rdb, rediskey.MetricsLastNonEmptyRun(m.prefix, 0), "last non-empty drain run")
+}
+
+// getJSON reads the JSON value at key, nil if there is none; what names
+// it in errors.
+func getJSON[T any](ctx context.Context, rdb redis.UniversalClient, key, what string) (*T, error) {
+	b, err := rdb.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read last drain run: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	var r Run
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("read last drain run: %w", err)
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	return &r, nil
+	return &v, nil
 }

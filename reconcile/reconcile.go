@@ -18,6 +18,7 @@ import (
 	"github.com/DataDog/datadog-go/v5/statsd"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/pipemetrics"
 )
 
 // MetricDrift counts the event names whose total had drifted, tag
@@ -35,22 +36,43 @@ type Store interface {
 	RepairDrift(ctx context.Context, names []string, dryRun bool) ([]uum.Drift, error)
 }
 
+// Recorder keeps the summary of the last reconciliation, which the
+// console shows; *pipemetrics.Metrics satisfies it. RecordReconciliation
+// returns an error if the summary could not be stored.
+type Recorder interface {
+	RecordReconciliation(ctx context.Context, r pipemetrics.Reconciliation) error
+}
+
+var _ Recorder = (*pipemetrics.Metrics)(nil)
+
 // Reconciler runs reconciliations.
 type Reconciler struct {
 	store  Store
 	stats  statsd.ClientInterface
 	logger *slog.Logger
+	rec    Recorder // nil: runs are not recorded
 }
 
+// Option configures a Reconciler.
+type Option func(*Reconciler)
+
+// WithRecorder makes each run store its summary in rec. A failure to
+// store is logged, never the run's.
+func WithRecorder(rec Recorder) Option { return func(r *Reconciler) { r.rec = rec } }
+
 // New returns a reconciler; stats and logger may be nil.
-func New(store Store, stats statsd.ClientInterface, logger *slog.Logger) *Reconciler {
+func New(store Store, stats statsd.ClientInterface, logger *slog.Logger, opts ...Option) *Reconciler {
 	if stats == nil {
 		stats = &statsd.NoOpClient{}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reconciler{store: store, stats: stats, logger: logger}
+	r := &Reconciler{store: store, stats: stats, logger: logger}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // Report is what one reconciliation found and did.
@@ -90,5 +112,21 @@ func (r *Reconciler) Run(ctx context.Context, dryRun bool) (Report, error) {
 	}
 	rep.Duration = time.Since(start).Round(time.Millisecond).String()
 	r.logger.InfoContext(ctx, "reconciliation finished", "drifted", len(rep.Drift), "dry_run", dryRun, "duration", rep.Duration)
+	r.record(ctx, rep)
 	return rep, nil
+}
+
+// record stores the summary of rep, if a recorder is set.
+func (r *Reconciler) record(ctx context.Context, rep Report) {
+	if r.rec == nil {
+		return
+	}
+	sum := pipemetrics.Reconciliation{FinishedAt: time.Now().UTC(), DryRun: rep.DryRun, Drifted: len(rep.Drift), EventNames: []string{}}
+	for _, d := range rep.Drift {
+		sum.Diff += max(d.Diff(), -d.Diff())
+		sum.EventNames = append(sum.EventNames, d.EventName)
+	}
+	if err := r.rec.RecordReconciliation(ctx, sum); err != nil {
+		r.logger.WarnContext(ctx, "record reconciliation", "error", err)
+	}
 }

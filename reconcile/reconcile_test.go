@@ -13,6 +13,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/store"
 )
@@ -121,4 +122,37 @@ func TestReconcile(t *testing.T) {
 		require.NoError(t, <-done)
 		require.Equal(t, map[string]int64{"a": 3}, b.totals(t), "the in-flight increment is neither lost nor doubled")
 	})
+}
+
+// recorded keeps the reconciliations recorded.
+type recorded struct{ runs []pipemetrics.Reconciliation }
+
+func (r *recorded) RecordReconciliation(_ context.Context, s pipemetrics.Reconciliation) error {
+	r.runs = append(r.runs, s)
+	return nil
+}
+
+func TestRecorder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	rec := &recorded{}
+	r := reconcile.New(b.store, nil, nil, reconcile.WithRecorder(rec))
+	b.insert(t, "a", 5)
+	b.insert(t, "b", 3)
+	_, err := r.Run(ctx, false)
+	require.NoError(t, err)
+	require.Len(t, rec.runs, 1)
+	require.Zero(t, rec.runs[0].Drifted)
+
+	b.exec(t, `UPDATE unique_event_totals SET unique_users = 10 WHERE event_name = 'a'`)
+	b.exec(t, `UPDATE unique_event_totals SET unique_users = 4 WHERE event_name = 'b'`)
+	before := time.Now()
+	_, err = r.Run(ctx, true)
+	require.NoError(t, err)
+	require.Len(t, rec.runs, 2)
+	got := rec.runs[1]
+	require.False(t, got.FinishedAt.Before(before))
+	require.Equal(t, pipemetrics.Reconciliation{FinishedAt: got.FinishedAt, DryRun: true, Drifted: 2, Diff: 6, EventNames: []string{"a", "b"}}, got,
+		"the diff sums the drift either way")
 }

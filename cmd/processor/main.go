@@ -106,7 +106,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 	svc := processor.NewService(asynqRedis{deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
-	rec := reconcile.New(deps.Store, deps.Stats, logger)
+	rec := reconcile.New(deps.Store, deps.Stats, logger, reconcile.WithRecorder(deps.Pipeline))
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
 		_, rerr := rec.Run(ctx, false)
 		_, perr := dead.Purge(ctx, cfg.Operations.DLQRetention)
@@ -118,14 +118,22 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err := svc.Start(); err != nil {
 		return err
 	}
+	// The per-minute history of the console's charts.
+	sampler := processor.NewSampler(deps.Pipeline, deps.Buffer, logger.With("component", "sampler"))
+	if err := sampler.Start(ctx); err != nil {
+		svc.Stop()
+		return err
+	}
 	stopHealth, err := serveHealth(ctx, cfg.Processor.HealthAddr, deps, logger)
 	if err != nil {
+		sampler.Stop()
 		svc.Stop()
 		return err
 	}
 	<-ctx.Done()
 	logger.Info("processor stopping")
 	stopHealth()
+	sampler.Stop()
 	svc.Stop()
 	return nil
 }

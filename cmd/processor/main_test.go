@@ -347,6 +347,9 @@ func TestRunService(t *testing.T) {
 			n, err := b.Redis.LLen(ctx, rediskey.Buffer(b.Prefix, 0)).Result()
 			return err == nil && n == 0
 		}, 10*time.Second, 20*time.Millisecond, "the drain trims what it committed")
+		n, err := b.Redis.ZCard(ctx, rediskey.MetricsHistory(b.Prefix, 0)).Result()
+		require.NoError(t, err)
+		require.Positive(t, n, "the sampler recorded the pipeline's state at start")
 
 		cancel()
 		select {

@@ -19,7 +19,7 @@ func runReconcile(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer deps.Close()
-	rep, err := reconcile.New(deps.Store, deps.Stats, deps.Log()).Run(ctx, *dry)
+	rep, err := reconcile.New(deps.Store, deps.Stats, deps.Log(), reconcile.WithRecorder(deps.Pipeline)).Run(ctx, *dry)
 	if err != nil {
 		return err
 	}

@@ -31,3 +31,22 @@ func MetricsLatency(prefix string, minute int64) string {
 func MetricsLastRun(prefix string, shard int) string {
 	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:last_run"
 }
+
+// MetricsLastNonEmptyRun returns the string key holding the JSON summary
+// of the last drain run of a shard that drained at least one entry.
+func MetricsLastNonEmptyRun(prefix string, shard int) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:last_nonempty_run"
+}
+
+// MetricsHistory returns the sorted set of a shard's per-minute pipeline
+// points (pipemetrics.Point as JSON, scored by epoch minute), pruned to
+// the last hour.
+func MetricsHistory(prefix string, shard int) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:history"
+}
+
+// MetricsReconciliation returns the string key holding the JSON summary of
+// the last reconciliation of the unique-user totals.
+func MetricsReconciliation(prefix string) string {
+	return prefix + "metrics:last_reconciliation"
+}
