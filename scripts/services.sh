@@ -12,11 +12,13 @@
 # test: TEST_DATABASE_URL  (default postgres://127.0.0.1:5432/uum_test?sslmode=disable)
 #       TEST_REDIS_URL     (default redis://127.0.0.1:6379/0)
 #       TEST_REDIS_SERVER  (default: redis-server on PATH, installed if missing)
+#       TEST_CHROMIUM      (default: chromium on PATH, installed if missing)
 #
 # Servers that already answer are used as they are. Missing redis-server or
 # PostgreSQL binaries are installed with apt-get (as root, or through sudo).
 # test also makes sure the redis-server binary is installed: the asynq tests
-# start a private redis-server of their own. Migrations are not run here:
+# start a private redis-server of their own; and Chromium, which the
+# console's browser tests drive. Migrations are not run here:
 # the binaries and the tests migrate on start.
 #
 # PostgreSQL: apt-get's package creates a "main" cluster (and starts it where
@@ -257,6 +259,16 @@ ensure_redis_binary() {
 	command -v apt-get >/dev/null ||
 		die "the tests start a private redis-server of their own: install redis-server (macOS: brew install redis), or set TEST_REDIS_SERVER to its path"
 	apt_install TEST_REDIS_SERVER redis-server
+}
+
+# ensure_chromium: the console's browser tests (cmd/api) drive Debian's
+# chromium headless; they look for it on PATH or at TEST_CHROMIUM.
+ensure_chromium() {
+	[[ -n ${TEST_CHROMIUM:-} ]] && return 0
+	command -v chromium >/dev/null && return 0
+	command -v apt-get >/dev/null ||
+		die "the console's browser tests drive Chromium: install it (macOS: brew install --cask chromium), or set TEST_CHROMIUM to its path"
+	apt_install TEST_CHROMIUM chromium
 }
 
 # ---------------------------------------------------------------- postgres
@@ -604,6 +616,7 @@ all)
 	ensure_redis UUM_REDIS_URL
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
+	ensure_chromium
 	ensure_postgres UUM_DATABASE_URL
 	ensure_postgres TEST_DATABASE_URL
 	;;
@@ -614,6 +627,7 @@ run)
 test)
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
+	ensure_chromium
 	ensure_postgres TEST_DATABASE_URL
 	;;
 stop) stop_local ;;
