@@ -22,17 +22,29 @@ var _ Snapshotter = (*pipemetrics.Metrics)(nil)
 type metricsRoutes struct {
 	snap  Snapshotter
 	prom  http.Handler
-	token *[sha256.Size]byte // nil: /metrics is open
+	open  bool
+	token *[sha256.Size]byte // nil: no token of its own
+}
+
+// MetricsAccess says who may read GET /metrics. Its zero value serves it
+// only to a token with the read scope, like GET /v1/metrics: the figures
+// include every event's unique-user count.
+type MetricsAccess struct {
+	// Token, when not empty, is one more bearer token GET /metrics
+	// accepts (UUM_METRICS_TOKEN, which Prometheus sends as its
+	// authorization credentials).
+	Token string
+	// Open serves GET /metrics without a token (UUM_METRICS_OPEN).
+	Open bool
 }
 
 // WithMetrics serves GET /v1/metrics (scope read) from snap and, when prom
-// is not nil, Prometheus text at GET /metrics: open when token is empty,
-// else only to "Authorization: Bearer <token>".
-func WithMetrics(snap Snapshotter, prom http.Handler, token string) Option {
+// is not nil, Prometheus text at GET /metrics to the readers access allows.
+func WithMetrics(snap Snapshotter, prom http.Handler, access MetricsAccess) Option {
 	return func(s *server) {
-		s.metrics = &metricsRoutes{snap: snap, prom: prom}
-		if token != "" {
-			sum := sha256.Sum256([]byte(token))
+		s.metrics = &metricsRoutes{snap: snap, prom: prom, open: access.Open}
+		if access.Token != "" {
+			sum := sha256.Sum256([]byte(access.Token))
 			s.metrics.token = &sum
 		}
 	}
@@ -64,19 +76,20 @@ type metricsBody struct {
 	Timestamp string               `json:"timestamp"`
 }
 
-// prometheus serves GET /metrics, checking UUM_METRICS_TOKEN when set.
+// prometheus serves GET /metrics: to anyone when open, else to the
+// metrics token or a token with the read scope.
 func (s *server) prometheus(w http.ResponseWriter, r *http.Request) {
-	if want := s.metrics.token; want != nil {
-		tok, msg := bearerToken(r.Header.Get("Authorization"))
-		sum := sha256.Sum256([]byte(tok))
-		if msg == "" && subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			msg = "unknown bearer token"
-		}
-		if msg != "" {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			writeError(w, http.StatusUnauthorized, "unauthorized", "", msg)
-			return
-		}
+	m := s.metrics
+	if m.open || m.token != nil && isToken(r, m.token) {
+		m.prom.ServeHTTP(w, r)
+		return
 	}
-	s.metrics.prom.ServeHTTP(w, r)
+	s.require(scopeRead, m.prom.ServeHTTP).ServeHTTP(w, r)
+}
+
+// isToken reports whether r bears the token whose hash is want.
+func isToken(r *http.Request, want *[sha256.Size]byte) bool {
+	tok, msg := bearerToken(r.Header.Get("Authorization"))
+	sum := sha256.Sum256([]byte(tok))
+	return msg == "" && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
 }

@@ -24,9 +24,9 @@ func (f *fakeSnapshot) Snapshot(context.Context) (pipemetrics.Snapshot, error) {
 // promStub stands in for the Prometheus handler.
 var promStub = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("uum_pipeline_total_events 7\n")) })
 
-func metricsHandler(snap api.Snapshotter, token string) http.Handler {
+func metricsHandler(snap api.Snapshotter, access api.MetricsAccess) http.Handler {
 	cfg := config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}}}
-	return api.New(cfg, &fakeEvents{}, &fakeCounts{}, nil, nil, api.WithMetrics(snap, promStub, token))
+	return api.New(cfg, &fakeEvents{}, &fakeCounts{}, nil, nil, api.WithMetrics(snap, promStub, access))
 }
 
 func TestMetrics(t *testing.T) {
@@ -35,7 +35,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("ServesTheSnapshot", func(t *testing.T) {
 		t.Parallel()
 		at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-		h := metricsHandler(&fakeSnapshot{snap: pipemetrics.Snapshot{TotalEvents: 7, Delivered: 5, Failed: 2, DLQCount: 2, LastProcessedAt: &at}}, "")
+		h := metricsHandler(&fakeSnapshot{snap: pipemetrics.Snapshot{TotalEvents: 7, Delivered: 5, Failed: 2, DLQCount: 2, LastProcessedAt: &at}}, api.MetricsAccess{})
 		var body struct {
 			Data      map[string]any `json:"data"`
 			Timestamp string         `json:"timestamp"`
@@ -54,7 +54,7 @@ func TestMetrics(t *testing.T) {
 
 	t.Run("StoreFailureIs500", func(t *testing.T) {
 		t.Parallel()
-		h := metricsHandler(&fakeSnapshot{err: errors.New("redis down")}, "")
+		h := metricsHandler(&fakeSnapshot{err: errors.New("redis down")}, api.MetricsAccess{})
 		var body struct {
 			Error struct {
 				Code string `json:"code"`
@@ -64,18 +64,31 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, "METRICS_UNAVAILABLE", body.Error.Code)
 	})
 
-	t.Run("PrometheusOpenByDefault", func(t *testing.T) {
+	t.Run("PrometheusNeedsAReadTokenByDefault", func(t *testing.T) {
 		t.Parallel()
-		rec := call(metricsHandler(&fakeSnapshot{}, ""), "GET", "/metrics", "", "")
+		h := metricsHandler(&fakeSnapshot{}, api.MetricsAccess{})
+		rec := call(h, "GET", "/metrics", "", "")
+		require.Equal(t, http.StatusUnauthorized, rec.Code)
+		require.NotContains(t, rec.Body.String(), "uum_pipeline_total_events")
+		require.Equal(t, http.StatusForbidden, call(h, "GET", "/metrics", ingestToken, "").Code)
+		rec = call(h, "GET", "/metrics", readToken, "")
 		require.Equal(t, http.StatusOK, rec.Code)
 		require.Contains(t, rec.Body.String(), "uum_pipeline_total_events")
 	})
 
 	t.Run("PrometheusTokenWhenSet", func(t *testing.T) {
 		t.Parallel()
-		h := metricsHandler(&fakeSnapshot{}, "metrics-token-0123456789")
+		h := metricsHandler(&fakeSnapshot{}, api.MetricsAccess{Token: "metrics-token-0123456789"})
 		require.Equal(t, http.StatusUnauthorized, call(h, "GET", "/metrics", "", "").Code)
-		require.Equal(t, http.StatusUnauthorized, call(h, "GET", "/metrics", readToken, "").Code)
+		require.Equal(t, http.StatusUnauthorized, call(h, "GET", "/metrics", "other-token-0123456789", "").Code)
 		require.Equal(t, http.StatusOK, call(h, "GET", "/metrics", "metrics-token-0123456789", "").Code)
+		require.Equal(t, http.StatusOK, call(h, "GET", "/metrics", readToken, "").Code)
+	})
+
+	t.Run("PrometheusOpenOnlyWhenAskedFor", func(t *testing.T) {
+		t.Parallel()
+		rec := call(metricsHandler(&fakeSnapshot{}, api.MetricsAccess{Open: true}), "GET", "/metrics", "", "")
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Contains(t, rec.Body.String(), "uum_pipeline_total_events")
 	})
 }

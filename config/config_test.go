@@ -100,6 +100,7 @@ func TestLoad(t *testing.T) {
 			"UUM_STATSD_ADDR":             "[::1]:9125",
 			"UUM_COUNTERS_FILE":           "/etc/uum/counters.yaml",
 			"UUM_WINDOW_RETENTION":        "24h",
+			"UUM_METRICS_OPEN":            "yes",
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
@@ -129,7 +130,7 @@ func TestLoad(t *testing.T) {
 				{Scope: "admin", Value: adminToken},
 			}},
 			Statsd:     config.Statsd{Addr: "[::1]:9125"},
-			Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
+			Operations: config.Operations{ReconcileInterval: 5 * time.Minute, MetricsOpen: true},
 			Counters:   config.Counters{File: "/etc/uum/counters.yaml", WindowRetention: 24 * time.Hour},
 		}, cfg)
 	})
@@ -213,6 +214,9 @@ func TestLoadRejects(t *testing.T) {
 	for _, value := range []string{"maybe", "on", "t", "2"} {
 		cases = append(cases, testCase{"UUM_ENABLED", value, `UUM_ENABLED: must be true, false, 1, 0, yes or no, got "` + value + `"`})
 	}
+	for _, value := range []string{"maybe", "open"} {
+		cases = append(cases, testCase{"UUM_METRICS_OPEN", value, `UUM_METRICS_OPEN: must be true, false, 1, 0, yes or no, got "` + value + `"`})
+	}
 	for _, value := range []string{"75a", "7575", "75", "７５７"} {
 		cases = append(cases, testCase{"UUM_TRACKED_FACILITY_IDS", "757," + value, `UUM_TRACKED_FACILITY_IDS: invalid facility id "` + value + `": must be 3 digits`})
 	}
@@ -275,6 +279,13 @@ func TestLoadRejects(t *testing.T) {
 			require.Equal(t, tt.name, cerr.Var)
 		})
 	}
+}
+
+func TestLoadRejectsAnOpenMetricsWithAToken(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load(lookup(map[string]string{"UUM_METRICS_OPEN": "true", "UUM_METRICS_TOKEN": adminToken}))
+	require.EqualError(t, err, "UUM_METRICS_OPEN: must not be true while UUM_METRICS_TOKEN is set: an open /metrics takes no token")
+	require.NotContains(t, err.Error(), adminToken)
 }
 
 func TestLoadReportsEveryProblem(t *testing.T) {

@@ -11,8 +11,13 @@ type Operations struct {
 	// ReconcileInterval is the time between reconciliation runs, which also
 	// purge old dead letters.
 	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" bin:"processor" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
-	// MetricsToken, when set, is the bearer token GET /metrics requires.
-	MetricsToken string `env:"UUM_METRICS_TOKEN" bin:"api" desc:"Bearer token GET /metrics (Prometheus) requires, at least 16 characters; empty leaves it open."`
+	// MetricsToken, when set, is a bearer token GET /metrics accepts
+	// besides the read-scope tokens of API.Tokens.
+	MetricsToken string `env:"UUM_METRICS_TOKEN" bin:"api" desc:"Bearer token GET /metrics (Prometheus) accepts besides any read or admin token of UUM_API_TOKENS, at least 16 characters."`
+	// MetricsOpen serves GET /metrics without a token. Its zero value,
+	// the default, requires one: the figures include every event's
+	// unique-user count.
+	MetricsOpen bool `env:"UUM_METRICS_OPEN" envDefault:"false" bin:"api" desc:"Whether GET /metrics is served without a token (true/false, 1/0, yes/no); it serves every event's unique-user count."`
 }
 
 func (o Operations) validate(r *report) {
@@ -21,5 +26,10 @@ func (o Operations) validate(r *report) {
 	if o.MetricsToken != "" && len(o.MetricsToken) < MinTokenLen {
 		// Never echo the token: errors end up in logs.
 		r.fail("UUM_METRICS_TOKEN", "must be at least 16 characters")
+	}
+	// Only a value parseBool rejected fails this check.
+	r.check("UUM_METRICS_OPEN", true, "must be true, false, 1, 0, yes or no")
+	if o.MetricsOpen && o.MetricsToken != "" {
+		r.fail("UUM_METRICS_OPEN", "must not be true while UUM_METRICS_TOKEN is set: an open /metrics takes no token")
 	}
 }

@@ -48,6 +48,7 @@ type sample struct {
 	tags  []string // "key:value"
 	value float64
 	total bool // a running total (a Prometheus counter), else a gauge
+	pg    bool // read from Postgres, else from Redis
 }
 
 // samples flattens s; timestamps become unix seconds and are left out
@@ -60,8 +61,8 @@ func (s Snapshot) samples() []sample {
 		{name: NameFailed, value: float64(s.Failed), total: true},
 		{name: NameQueueDepth, value: float64(s.QueueDepth)},
 		{name: NameQueueLagSeconds, value: s.QueueLagSeconds},
-		{name: NameDLQCount, value: float64(s.DLQCount)},
-		{name: NameDLQOldestAgeSeconds, value: s.DLQOldestAgeSeconds},
+		{name: NameDLQCount, value: float64(s.DLQCount), pg: true},
+		{name: NameDLQOldestAgeSeconds, value: s.DLQOldestAgeSeconds, pg: true},
 		{name: NameProcessingRate, value: float64(s.ProcessingRate)},
 	}
 	if s.LastProcessedAt != nil {

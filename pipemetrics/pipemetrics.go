@@ -162,6 +162,18 @@ func (m *Metrics) RecordLatencies(ctx context.Context, lat []time.Duration) erro
 // one Postgres query.
 func (m *Metrics) Snapshot(ctx context.Context) (Snapshot, error) {
 	now := m.now()
+	s, err := m.readRedis(ctx, now)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if s.DLQCount, s.DLQOldestAgeSeconds, err = m.readDLQ(ctx, now); err != nil {
+		return Snapshot{}, err
+	}
+	return s, nil
+}
+
+// readRedis reads the figures kept in Redis: every field but the DLQ's.
+func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error) {
 	minute := now.Unix() / 60
 	var (
 		totals, rate *redis.MapStringStringCmd
@@ -209,15 +221,20 @@ func (m *Metrics) Snapshot(ctx context.Context) (Snapshot, error) {
 	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {
 		return Snapshot{}, err
 	}
+	return s, nil
+}
+
+// readDLQ reads the open dead letters and the age of the oldest from
+// Postgres.
+func (m *Metrics) readDLQ(ctx context.Context, now time.Time) (open int64, ageSeconds float64, err error) {
 	open, first, err := m.dlq.DeadLetterStats(ctx)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("read pipeline metrics: %w", err)
+		return 0, 0, fmt.Errorf("read dead-letter metrics: %w", err)
 	}
-	s.DLQCount = open
 	if open > 0 {
-		s.DLQOldestAgeSeconds = max(now.Sub(first).Seconds(), 0)
+		ageSeconds = max(now.Sub(first).Seconds(), 0)
 	}
-	return s, nil
+	return open, ageSeconds, nil
 }
 
 // percentiles merges the minute sketches.

@@ -3,8 +3,10 @@ package pipemetrics
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -183,10 +185,7 @@ func TestPrometheus(t *testing.T) {
 	b := setup(t)
 	b.trim(t, 3, 1, b.now)
 	require.NoError(t, b.m.RecordLatencies(context.Background(), []time.Duration{time.Second}))
-	rec := httptest.NewRecorder()
-	PrometheusHandler(b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	require.Equal(t, 200, rec.Code)
-	body := rec.Body.String()
+	body := scrape(t, b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
 	require.Contains(t, body, "uum_pipeline_total_events 3\n")
 	require.Contains(t, body, "# TYPE uum_pipeline_total_events counter")
 	require.Contains(t, body, "uum_pipeline_failed 1\n")
@@ -198,8 +197,47 @@ func TestPrometheus(t *testing.T) {
 		require.NotEmpty(t, help[sm.name], sm.name)
 	}
 
-	b.dlq.err = errors.New("postgres down")
-	rec = httptest.NewRecorder()
-	PrometheusHandler(b.m, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	require.Equal(t, 500, rec.Code)
+	require.Contains(t, body, `uum_up{dependency="redis"} 1`)
+	require.Contains(t, body, `uum_up{dependency="postgres"} 1`)
+
+	t.Run("PostgresDownServesRedisFigures", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.trim(t, 3, 1, b.now)
+		b.dlq.err = errors.New("dial tcp 10.1.2.3:5432: connect: connection refused")
+		body := scrape(t, b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
+		require.Contains(t, body, `uum_up{dependency="postgres"} 0`)
+		require.Contains(t, body, `uum_up{dependency="redis"} 1`)
+		require.Contains(t, body, "uum_pipeline_total_events 3\n")
+		require.NotContains(t, body, "uum_pipeline_dlq_count")
+		require.NotContains(t, body, "uum_unique_users_total")
+		require.NotContains(t, body, "10.1.2.3")
+	})
+
+	t.Run("RedisDownServesPostgresFigures", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close()) // connections to it are refused
+		down := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = down.Close() })
+		m := New(down, redistest.Prefix(t), &fakeDLQ{open: 2, oldest: time.Now()})
+		body := scrape(t, m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
+		require.Contains(t, body, `uum_up{dependency="redis"} 0`)
+		require.Contains(t, body, `uum_up{dependency="postgres"} 1`)
+		require.Contains(t, body, "uum_pipeline_dlq_count 2\n")
+		require.Contains(t, body, `uum_unique_users_total{event_name="login"} 7`)
+		require.NotContains(t, body, "uum_pipeline_total_events")
+		require.NotContains(t, body, addr, "no internal address in a response")
+	})
+}
+
+// scrape serves GET /metrics from m and counts, requiring a 200.
+func scrape(t *testing.T, m *Metrics, counts CountReader) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	PrometheusHandler(m, counts, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	return rec.Body.String()
 }

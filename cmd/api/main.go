@@ -70,7 +70,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
 	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
-		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store), cfg.Operations.MetricsToken),
+		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store, logger),
+			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store))
 
 	ln, err := net.Listen("tcp", cfg.API.Addr)
