@@ -55,7 +55,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	if err := createSchema(ctx, pool, schema); err != nil {
 		return err
 	}
-	lockID := migrationLockID(schema)
+	lockID := MigrationLockID(schema)
 	if err := adoptLegacyHistory(ctx, pool, schema, lockID, logger); err != nil {
 		return err
 	}
@@ -122,11 +122,12 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	return nil
 }
 
-// migrationLockID is the advisory lock of one schema's migrations:
+// MigrationLockID is the Postgres advisory lock Migrate holds while it
+// migrates schema (in pg_locks: locktype advisory, objid its low 32 bits):
 // distinct from goose's default, which other applications in the same
 // database take, and per schema, so deployments in different schemas
 // migrate independently.
-func migrationLockID(schema string) int64 {
+func MigrationLockID(schema string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("uum migrations " + schema))
 	return int64(h.Sum64() >> 1)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,6 +50,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		return err
 	}
 	deps, err := app.Start(ctx, config.BinAPI, environ, stderr)
+	if errors.Is(err, app.ErrStopped) {
+		return nil // a signal before the api was up: a clean stop
+	}
 	if err != nil {
 		return err
 	}

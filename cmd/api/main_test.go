@@ -227,3 +227,25 @@ func TestRun(t *testing.T) {
 		require.Contains(t, b.logs.String(), "redis unreachable at start")
 	})
 }
+
+// TestSignalDuringStart: the api, too, waits for the migration lock on a
+// new database (the processor holds it while it migrates); a signal then
+// is a clean stop, not exit 1.
+func TestSignalDuringStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	waiting := b.HoldMigrationLock(t)
+
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, b.Env.Environ(), b.logs, b.logs, func(net.Addr) {}) }()
+	require.Eventually(t, waiting, runTimeout, 10*time.Millisecond, "the api waits for the migration lock")
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a signal during start-up is a clean stop")
+	case <-time.After(runTimeout):
+		t.Fatal("run did not return after the signal")
+	}
+	require.Contains(t, b.logs.String(), `"msg":"stopped during start-up"`)
+}

@@ -67,6 +67,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("%w: -once and -reset-seen-cache exclude each other", app.ErrUsage)
 	}
 	deps, err := app.Start(ctx, config.BinProcessor, environ, stderr)
+	if errors.Is(err, app.ErrStopped) && !*once {
+		return nil // a signal before the service was up: a clean stop
+	}
 	if err != nil {
 		return err
 	}

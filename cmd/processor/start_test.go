@@ -354,3 +354,29 @@ func TestUntilEmpty(t *testing.T) {
 		}
 	})
 }
+
+// TestSignalDuringStart is make run's first second on a new database: the
+// processor waits for the migration lock (the api holds it while it
+// migrates) when Ctrl-C or SIGTERM arrives. That is a stop, not a failure.
+func TestSignalDuringStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	waiting := b.HoldMigrationLock(t)
+
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, nil, b.Env.Environ(), b.stdout, b.stderr) }()
+	require.Eventually(t, waiting, runTimeout, 10*time.Millisecond, "the processor waits for the migration lock")
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a signal during start-up is a clean stop")
+	case <-time.After(runTimeout):
+		t.Fatal("run did not return after the signal")
+	}
+	var stopped bool
+	for _, l := range logLines(t, b.stderr.String()) {
+		stopped = stopped || l["msg"] == "stopped during start-up"
+	}
+	require.True(t, stopped, "the stop is logged: %s", b.stderr.String())
+}

@@ -19,7 +19,7 @@ import (
 // JSON logger on stderr, warns about what an operator should know (unknown
 // UUM_ variables, logging switched off) and opens the dependencies: the
 // common start of both binaries. Configuration errors come back as
-// *config.Error.
+// *config.Error; a start that ctx's cancellation cut short as ErrStopped.
 func Start(ctx context.Context, bin string, environ []string, stderr io.Writer) (*App, error) {
 	cfg, err := config.LoadFor(bin, Lookup(environ))
 	if err != nil {
@@ -30,8 +30,19 @@ func Start(ctx context.Context, bin string, environ []string, stderr io.Writer) 
 	if bin == config.BinAPI && cfg.Events.Disabled {
 		logger.WarnContext(ctx, "event logging is off (UUM_ENABLED=false): input is validated, nothing is buffered")
 	}
-	return openWithCounters(ctx, cfg, logger)
+	a, err := openWithCounters(ctx, cfg, logger)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// On a new database the binaries wait for each other's migration
+		// lock, so a Ctrl-C in make run's first second lands here.
+		logger.InfoContext(ctx, "stopped during start-up", "error", err.Error())
+		return nil, fmt.Errorf("%w: %w", ErrStopped, err)
+	}
+	return a, err
 }
+
+// ErrStopped marks a start that the caller's context (a signal) cut
+// short: a service that was asked to stop before it was up exits 0.
+var ErrStopped = errors.New("stopped during start-up")
 
 // openWithCounters loads the counter definitions, then opens the
 // dependencies.
