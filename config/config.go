@@ -64,6 +64,10 @@ type Database struct {
 	// ReadURL, when set, is a read replica of URL for the read endpoints
 	// and EventLogged.
 	ReadURL string `env:"UUM_DATABASE_READ_URL" desc:"Postgres URL of a read replica for the read endpoints and EventLogged; empty reads from UUM_DATABASE_URL."`
+	// ReadTimeout bounds each read's attempt on the replica (and the
+	// replica's connection attempts); past it the read goes to the
+	// primary and the replica is marked down. Zero means 2s.
+	ReadTimeout time.Duration `env:"UUM_DATABASE_READ_TIMEOUT" envDefault:"2s" desc:"Time limit of each read's attempt on the replica of UUM_DATABASE_READ_URL; past it the read goes to the primary and the replica is marked down for 10s."`
 }
 
 // Log configures the process log.
@@ -457,6 +461,7 @@ func (c Config) validate(r *report) {
 	r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.checkURL("UUM_DATABASE_READ_URL", c.Database.ReadURL == "" || validURL(c.Database.ReadURL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
+	r.check("UUM_DATABASE_READ_TIMEOUT", c.Database.ReadTimeout > 0, "must be a positive duration")
 	r.check("UUM_DATABASE_SCHEMA", c.Database.Schema == "" || schemaName.MatchString(c.Database.Schema) && !strings.HasPrefix(c.Database.Schema, "pg_"),
 		"must be a lowercase identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 characters)")
 	// slog's parser, which env uses, also takes offsets like "info+2",

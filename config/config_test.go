@@ -30,7 +30,7 @@ func load(t *testing.T, environ map[string]string) config.Config {
 
 var defaults = config.Config{
 	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
-	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable"},
+	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", ReadTimeout: 2 * time.Second},
 	Processor: config.Processor{
 		BatchSize:     500,
 		MaxIterations: 20,
@@ -79,6 +79,7 @@ func TestLoad(t *testing.T) {
 			"UUM_KEY_PREFIX":              "test:",
 			"UUM_DATABASE_URL":            "postgresql://uum:pw@db.internal/uum",
 			"UUM_DATABASE_SCHEMA":         "uum_app",
+			"UUM_DATABASE_READ_TIMEOUT":   "750ms",
 			"UUM_LOG_LEVEL":               "error",
 			"UUM_PROCESSOR_HEALTH_ADDR":   "127.0.0.1:0",
 			"UUM_BATCH_SIZE":              " 1000 ",
@@ -104,7 +105,7 @@ func TestLoad(t *testing.T) {
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
-			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app"},
+			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app", ReadTimeout: 750 * time.Millisecond},
 			Log:      config.Log{Level: slog.LevelError},
 			Processor: config.Processor{
 				BatchSize:     1000,
@@ -206,7 +207,7 @@ func TestLoadRejects(t *testing.T) {
 			cases = append(cases, testCase{name, value, name + `: must be a duration of at least 1s, got "` + value + `"`})
 		}
 	}
-	for _, name := range []string{"UUM_PUSH_TIMEOUT", "UUM_READ_TIMEOUT"} {
+	for _, name := range []string{"UUM_PUSH_TIMEOUT", "UUM_READ_TIMEOUT", "UUM_DATABASE_READ_TIMEOUT"} {
 		for _, value := range []string{"abc", "50", "0s", "-1ms"} {
 			cases = append(cases, testCase{name, value, name + `: must be a positive duration, got "` + value + `"`})
 		}

@@ -94,7 +94,7 @@ func ApplyCounters(ctx context.Context, db DBTX, deltas []uum.CounterDelta) erro
 // Dimensions are then nil.
 func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (uum.CounterValue, error) {
 	v := uum.CounterValue{Key: key}
-	err := s.read(ctx, func(db DBTX) error {
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		err := db.QueryRow(ctx, `
 			SELECT dimensions_json, value, updated_at FROM counters
 			WHERE counter_name = $1 AND dimension_key = $2`, counter, key).Scan(&v.Dimensions, &v.Value, &v.UpdatedAt)
@@ -118,7 +118,7 @@ func (s *Store) CounterValues(ctx context.Context, counter string, after []byte,
 		after = []byte{} // sorts before every key
 	}
 	var out []uum.CounterValue
-	err := s.read(ctx, func(db DBTX) error {
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		rows, err := db.Query(ctx, `
 			SELECT dimension_key, dimensions_json, value, updated_at FROM counters
 			WHERE counter_name = $1 AND dimension_key > $2

@@ -21,7 +21,7 @@ func TestCounterReadsGoToTheReplica(t *testing.T) {
 	key := []byte("0123456789abcdef")
 	require.NoError(t, store.ApplyCounters(ctx, replica, []uum.CounterDelta{{Counter: "c", Key: key, Dimensions: `{"a":"x"}`, Total: 3}}))
 	require.NoError(t, store.ApplyBuckets(ctx, replica, []uum.BucketDelta{{Counter: "w", Scope: "o", Minute: 100, Count: 2}}))
-	st := store.New(primary, store.WithReplica(replica, nil, nil))
+	st := store.New(primary, store.WithReplica(replica, 0, nil, nil))
 
 	v, err := st.CounterValue(ctx, "c", key)
 	require.NoError(t, err)

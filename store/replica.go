@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -29,15 +30,26 @@ const (
 // failed before it is tried again.
 const replicaRetry = 10 * time.Second
 
+// DefaultReplicaTimeout bounds one read's attempt on the replica when
+// WithReplica is given no timeout.
+const DefaultReplicaTimeout = 2 * time.Second
+
 // Option configures a Store.
 type Option func(*Store)
 
 // WithReplica sends the read-only queries of the request path
 // (EventLogged, UniqueCounts, CounterValue, CounterValues, WindowSum) to
-// pool, a read replica. When the replica cannot be reached they go to the
-// primary, and the replica is tried again after 10 s; each change is
-// logged once and counted. stats and logger may be nil.
-func WithReplica(pool *pgxpool.Pool, logger *slog.Logger, stats statsd.ClientInterface) Option {
+// pool, a read replica. Each attempt on the replica gets at most timeout
+// (0 means DefaultReplicaTimeout), so that a replica that accepts
+// connections and never answers (a host down, a partition) costs a read
+// that much, not its whole deadline. When the replica cannot be reached
+// or does not answer in time, the read goes to the primary within the
+// caller's remaining time, and the replica is tried again after 10 s;
+// each change is logged once and counted. stats and logger may be nil.
+func WithReplica(pool *pgxpool.Pool, timeout time.Duration, logger *slog.Logger, stats statsd.ClientInterface) Option {
+	if timeout <= 0 {
+		timeout = DefaultReplicaTimeout
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -45,13 +57,37 @@ func WithReplica(pool *pgxpool.Pool, logger *slog.Logger, stats statsd.ClientInt
 		stats = &statsd.NoOpClient{}
 	}
 	return func(s *Store) {
-		s.replica = &replica{pool: pool, logger: logger, stats: stats, now: time.Now}
+		s.replica = &replica{pool: pool, timeout: timeout, logger: logger, stats: stats, now: time.Now}
 	}
+}
+
+// OpenReplica returns a pool on the read replica at url, with uum's
+// tables in schema as UseSchema says, for WithReplica. Each connection
+// attempt is bounded by timeout unless the URL sets connect_timeout:
+// pgxpool finishes an attempt in the background after the read gave up
+// on it, and against a replica that never answers those would pile up.
+// It connects lazily, so an unreachable replica only sends reads to the
+// primary.
+func OpenReplica(ctx context.Context, url, schema string, timeout time.Duration) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse read replica url: %w", err)
+	}
+	UseSchema(cfg.ConnConfig, schema) // the replica has the same tables
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = timeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open read replica: %w", err)
+	}
+	return pool, nil
 }
 
 // replica is the read replica and whether it is usable.
 type replica struct {
 	pool    *pgxpool.Pool
+	timeout time.Duration // of one attempt
 	logger  *slog.Logger
 	stats   statsd.ClientInterface
 	now     func() time.Time
@@ -76,25 +112,32 @@ func (s *Store) reader() (DBTX, bool) {
 }
 
 // read runs f on the replica when there is a usable one, else, or when
-// the replica is unavailable, on the primary. A Postgres error about the
-// query (not the connection) or a cancelled ctx is the query's failure,
-// not the replica's, and is returned as it is.
-func (s *Store) read(ctx context.Context, f func(db DBTX) error) error {
+// the replica is unavailable or does not answer within its timeout, on
+// the primary, with the ctx f must use. A Postgres error about the query
+// (not the connection) or the end of the caller's ctx is the query's
+// failure, not the replica's, and is returned as it is.
+func (s *Store) read(ctx context.Context, f func(ctx context.Context, db DBTX) error) error {
 	db, onReplica := s.reader()
-	err := f(db)
 	if !onReplica {
-		return err
+		return f(ctx, db)
 	}
+	rctx, cancel := context.WithTimeout(ctx, s.replica.timeout)
+	err := f(rctx, db)
+	hung := rctx.Err() != nil
+	cancel()
 	if err == nil {
 		s.replica.markUp(ctx)
 		return nil
 	}
-	if ctx.Err() != nil || !unavailable(err) {
+	if ctx.Err() != nil || !hung && !unavailable(err) {
 		return err
+	}
+	if hung {
+		err = fmt.Errorf("no answer within %s: %w", s.replica.timeout, err)
 	}
 	s.replica.markDown(ctx, err)
 	_ = s.replica.stats.Incr(MetricReadFallback, nil, 1)
-	return f(s.pool)
+	return f(ctx, s.pool)
 }
 
 // unavailable reports whether err says the replica cannot serve reads

@@ -36,7 +36,7 @@ func TestReplicaRouting(t *testing.T) {
 	require.NoError(t, err)
 
 	var logs bytes.Buffer
-	st := store.New(primary, store.WithReplica(replica, slog.New(slog.NewTextHandler(&logs, nil)), nil))
+	st := store.New(primary, store.WithReplica(replica, 0, slog.New(slog.NewTextHandler(&logs, nil)), nil))
 	ok, err := st.EventLogged(ctx, onReplica)
 	require.NoError(t, err)
 	require.True(t, ok, "read from the replica")
@@ -107,7 +107,7 @@ func TestReplicaRecovers(t *testing.T) {
 
 	var logs bytes.Buffer
 	stats := &statsdtest.Recorder{}
-	st := store.New(primary, store.WithReplica(replica, slog.New(slog.NewTextHandler(&logs, nil)), stats))
+	st := store.New(primary, store.WithReplica(replica, 0, slog.New(slog.NewTextHandler(&logs, nil)), stats))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	store.SetReplicaClock(st, func() time.Time { return now })
 	fromReplica := func() bool { // only the replica holds the pair
@@ -168,7 +168,102 @@ func TestReplicaRefusingConnectionsFallsBack(t *testing.T) {
 	replica, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(replica.Close)
-	ok, err := store.New(primary, store.WithReplica(replica, nil, nil)).EventLogged(ctx, p)
+	ok, err := store.New(primary, store.WithReplica(replica, 0, nil, nil)).EventLogged(ctx, p)
 	require.NoError(t, err)
 	require.True(t, ok, "read from the primary")
+}
+
+// hungServer accepts TCP connections and never answers, like a replica
+// whose host froze or sits behind a partition (no RST). It returns its
+// address and how many connections it accepted.
+func hungServer(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var accepted atomic.Int32
+	conns := make(chan net.Conn, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns <- c
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		close(conns)
+		for c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String(), &accepted
+}
+
+// TestHungReplicaFallsBack: a replica that accepts and never answers
+// costs a read its own timeout (default 2 s), not the caller's deadline;
+// the read is answered by the primary, the replica is marked down, and
+// the next reads do not try it.
+func TestHungReplicaFallsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary, _ := dbtest.Schema(t)
+	p := uum.Pair{UserID: uum.NewUUID(), Name: "a"}
+	_, err := store.InsertPairs(ctx, primary, []uum.Pair{p})
+	require.NoError(t, err)
+
+	addr, accepted := hungServer(t)
+	cfg, err := pgxpool.ParseConfig("postgres://uum@" + addr + "/uum?sslmode=disable")
+	require.NoError(t, err)
+	replica, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(replica.Close)
+
+	var logs bytes.Buffer
+	stats := &statsdtest.Recorder{}
+	st := store.New(primary, store.WithReplica(replica, 0, slog.New(slog.NewTextHandler(&logs, nil)), stats))
+	// The caller's deadline: the default 2 s on the replica leaves the
+	// primary a second. Without the replica's own timeout the read
+	// would wait the whole 3 s and fail.
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	ok, err := st.EventLogged(rctx, p)
+	require.NoError(t, err)
+	require.True(t, ok, "answered by the primary")
+	require.Equal(t, int32(1), accepted.Load(), "the replica was tried")
+	require.Contains(t, logs.String(), "read replica unavailable")
+	require.Contains(t, logs.String(), "no answer within 2s")
+	require.Equal(t, 1.0, statsdtest.Sum(stats.Metrics(), store.MetricReplicaDown))
+
+	counts, err := st.UniqueCounts(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []uum.Count{{EventName: "a", UniqueUsers: 1}}, counts)
+	require.Equal(t, int32(1), accepted.Load(), "marked down: not tried again within 10 s")
+}
+
+// TestReplicaTimeoutKeepsTheCallersDeadline: when the caller's own
+// deadline ends first, the read fails with it and the replica is not
+// blamed.
+func TestReplicaTimeoutKeepsTheCallersDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary, _ := dbtest.Schema(t)
+	addr, _ := hungServer(t)
+	cfg, err := pgxpool.ParseConfig("postgres://uum@" + addr + "/uum?sslmode=disable")
+	require.NoError(t, err)
+	replica, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(replica.Close)
+	stats := &statsdtest.Recorder{}
+	st := store.New(primary, store.WithReplica(replica, time.Hour, nil, stats))
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = st.EventLogged(rctx, uum.Pair{UserID: uum.NewUUID(), Name: "a"})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Zero(t, statsdtest.Sum(stats.Metrics(), store.MetricReplicaDown))
 }

@@ -208,7 +208,7 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int,
 // EventLogged reports whether the pair was ever recorded.
 func (s *Store) EventLogged(ctx context.Context, p uum.Pair) (bool, error) {
 	var ok bool
-	err := s.read(ctx, func(db DBTX) error {
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		return db.QueryRow(ctx,
 			`SELECT EXISTS (SELECT 1 FROM unique_user_events WHERE user_id = $1 AND event_name = $2)`,
 			[16]byte(p.UserID), p.Name).Scan(&ok)
@@ -223,7 +223,7 @@ func (s *Store) EventLogged(ctx context.Context, p uum.Pair) (bool, error) {
 // sorted by name, or of one event when eventName is not empty.
 func (s *Store) UniqueCounts(ctx context.Context, eventName string) ([]uum.Count, error) {
 	var counts []uum.Count
-	err := s.read(ctx, func(db DBTX) error {
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		rows, err := db.Query(ctx, `
 			SELECT event_name, unique_users FROM unique_event_totals
 			WHERE $1 = '' OR event_name = $1

@@ -76,7 +76,7 @@ func (s *Store) WindowSum(ctx context.Context, counter, scope string, from, to i
 		n    int64
 		asOf *time.Time
 	)
-	err := s.read(ctx, func(db DBTX) error {
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		return db.QueryRow(ctx, windowSumSQL, counter, scope, from, to).Scan(&n, &asOf)
 	})
 	if err != nil {

@@ -72,17 +72,10 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	var opts []store.Option
 	if cfg.Database.ReadURL != "" {
-		rcfg, err := pgxpool.ParseConfig(cfg.Database.ReadURL)
-		if err != nil {
+		if a.Replica, err = store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout); err != nil {
 			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
 		}
-		store.UseSchema(rcfg.ConnConfig, cfg.Database.Schema) // the replica has the same tables
-		// Connects lazily: an unreachable replica at start only sends
-		// reads to the primary.
-		if a.Replica, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
-			return nil, fmt.Errorf("open read replica: %w", err)
-		}
-		opts = append(opts, store.WithReplica(a.Replica, logger.With("component", "store"), a.Stats))
+		opts = append(opts, store.WithReplica(a.Replica, cfg.Database.ReadTimeout, logger.With("component", "store"), a.Stats))
 	}
 	a.Store = store.New(a.Pool, opts...)
 
