@@ -37,7 +37,7 @@ var defaults = config.Config{
 		MaxQueueDepth: 10000,
 		DrainInterval: 10 * time.Minute,
 		MaxRetry:      3,
-		LeaseTTL:      30 * time.Second,
+		LeaseTTL:      10 * time.Second,
 		MaxEventNames: 10000,
 	},
 	Cache:      config.Cache{TTL: 168 * time.Hour, Buckets: 16384},

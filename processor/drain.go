@@ -58,6 +58,7 @@ const (
 type source interface {
 	Len(ctx context.Context) (int64, error)
 	Acquire(ctx context.Context, ttl time.Duration) (*buffer.Lease, error)
+	Holder(ctx context.Context) (*buffer.Holder, error)
 }
 
 // seenCache knows pairs already committed.
@@ -163,7 +164,7 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	parent := ctx
-	lease, err := d.buf.Acquire(ctx, d.cfg.LeaseTTL)
+	lease, err := d.acquire(ctx)
 	if errors.Is(err, uum.ErrLeaseHeld) {
 		sum := Summary{Skipped: true}
 		d.measureDepth(ctx, &sum)
@@ -225,7 +226,8 @@ func shuttingDown(ctx context.Context, err error) bool {
 	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
 }
 
-// keepLease renews the lease at a third of its TTL until stopped. If the
+// keepLease renews the lease every renewEvery until stopped, each renewal
+// bounded by that interval so a slow one cannot delay the next. If the
 // lease is lost, the returned context is cancelled with uum.ErrFenceLost.
 func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -233,7 +235,8 @@ func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.C
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(lease.TTL() / 3)
+		every := renewEvery(lease.TTL())
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -242,7 +245,7 @@ func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.C
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := lease.Renew(ctx); errors.Is(err, uum.ErrFenceLost) {
+				if err := renew(ctx, lease, every); errors.Is(err, uum.ErrFenceLost) {
 					cancel(uum.ErrFenceLost)
 					return
 				} else if err != nil {

@@ -46,7 +46,7 @@ func defaultConfig() config.Processor {
 	return config.Processor{BatchSize: 500, MaxIterations: 20, MaxQueueDepth: 10000, LeaseTTL: 30 * time.Second, DrainInterval: time.Minute, MaxRetry: 3}
 }
 
-func setup(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) *testBundle {
+func setup(t testing.TB, newRedis func(testing.TB) (*redis.Client, string)) *testBundle {
 	t.Helper()
 	pool, _ := dbtest.Schema(t)
 	rdb, prefix := newRedis(t)
@@ -77,7 +77,7 @@ func (b *testBundle) drain(t *testing.T) processor.Summary {
 	return sum
 }
 
-func (b *testBundle) push(t *testing.T, entries ...string) {
+func (b *testBundle) push(t testing.TB, entries ...string) {
 	t.Helper()
 	raw := make([][]byte, len(entries))
 	for i, e := range entries {
@@ -86,7 +86,7 @@ func (b *testBundle) push(t *testing.T, entries ...string) {
 	require.NoError(t, b.buf.Push(context.Background(), raw))
 }
 
-func (b *testBundle) pushEvents(t *testing.T, pairs ...uum.Pair) {
+func (b *testBundle) pushEvents(t testing.TB, pairs ...uum.Pair) {
 	t.Helper()
 	entries := make([]string, len(pairs))
 	for i, p := range pairs {
@@ -167,7 +167,7 @@ func (b *testBundle) deadLetterRaws(t *testing.T) []string {
 	return raws
 }
 
-func (b *testBundle) pending(t *testing.T) []string {
+func (b *testBundle) pending(t testing.TB) []string {
 	t.Helper()
 	all, err := b.buf.Peek(context.Background(), 0, 1<<30)
 	require.NoError(t, err)

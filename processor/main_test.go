@@ -1,6 +1,7 @@
 package processor_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -9,5 +10,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(holderEnv); spec != "" {
+		os.Exit(runHolder(spec))
+	}
 	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
