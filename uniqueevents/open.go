@@ -18,7 +18,8 @@ import (
 // Open builds the whole producer side from cfg, for an application that
 // logs events: a Postgres pool and a Redis client of its own, the store,
 // the buffer (with concurrent calls' pushes coalesced into one LPUSH), the
-// seen-pairs cache and the Client over them. Zero fields of cfg mean their
+// seen-pairs cache and the Client over them, with EventLogged reading
+// from the replica of Database.ReadURL when it is set. Zero fields of cfg mean their
 // defaults (config.Config.WithDefaults), so config.Config{} talks to a
 // local Redis and Postgres; config.Load(os.LookupEnv) reads the UUM_*
 // variables. A bad field is a *config.Error naming its variable.
@@ -45,7 +46,28 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 		return nil, err
 	}
 	closers = append(closers, pool.Close)
-	st := store.New(pool)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var stats statsd.ClientInterface
+	if cfg.Statsd.Addr != "" {
+		s, err := statsd.New(cfg.Statsd.Addr, statsd.WithoutTelemetry())
+		if err != nil {
+			return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
+		}
+		stats = s
+		closers = append(closers, func() { _ = s.Flush(); _ = s.Close() })
+	}
+	var storeOpts []store.Option
+	if cfg.Database.ReadURL != "" {
+		replica, err := store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
+		}
+		closers = append(closers, replica.Close)
+		storeOpts = append(storeOpts, store.WithReplica(replica, cfg.Database.ReadTimeout, logger.With("component", "store"), stats))
+	}
+	st := store.New(pool, storeOpts...)
 
 	ropt, err := cfg.Redis.Options() // the one parser; context timeouts on
 	if err != nil {
@@ -60,19 +82,9 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), buffer.CoalescerConfig{})
 	closers = append(closers, pusher.Close)
 
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(logger.With("component", "seencache"))}
-	var stats statsd.ClientInterface
-	if cfg.Statsd.Addr != "" {
-		s, err := statsd.New(cfg.Statsd.Addr, statsd.WithoutTelemetry())
-		if err != nil {
-			return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
-		}
-		stats = s
-		cacheOpts = append(cacheOpts, seencache.WithStats(s))
-		closers = append(closers, func() { _ = s.Flush(); _ = s.Close() })
+	if stats != nil {
+		cacheOpts = append(cacheOpts, seencache.WithStats(stats))
 	}
 	seen := seencache.New(rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, cacheOpts...)
 	c, err := New(cfg.Events, pusher, seen, st, stats, logger)

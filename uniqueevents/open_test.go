@@ -65,6 +65,24 @@ func TestOpen(t *testing.T) {
 		require.True(t, logged)
 	})
 
+	// The second composition root honours the replica setting as the
+	// binaries do: EventLogged asks the replica, here a schema of its own
+	// that alone holds the pair.
+	t.Run("EventLoggedReadsTheReplica", func(t *testing.T) {
+		t.Parallel()
+		cfg, _ := setup(t, redistest.URL())
+		replica, replicaURL := dbtest.Schema(t)
+		_, err := store.New(replica).CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
+		require.NoError(t, err)
+		cfg.Database.ReadURL = replicaURL
+		client, err := uniqueevents.Open(ctx, cfg, nil)
+		require.NoError(t, err)
+		defer client.Close()
+		logged, err := client.EventLogged(ctx, userID, "login")
+		require.NoError(t, err)
+		require.True(t, logged, "read from the replica")
+	})
+
 	// A Redis that accepts connections and never answers: the lookup
 	// gives up on the cache after one read timeout, with no retry, and
 	// Postgres answers.
