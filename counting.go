@@ -105,3 +105,14 @@ type EntityRow struct {
 	EntityJSON []byte // JSON object
 	UpdatedAt  time.Time
 }
+
+// CountersRecord is the counter definitions the drains count tracked
+// events with, as the database records them: the definitions'
+// fingerprint ("" when counting was deliberately switched off), the
+// counters' names, when and by what they were recorded.
+type CountersRecord struct {
+	Fingerprint string    `json:"fingerprint"`
+	Counters    []string  `json:"counters"`
+	RecordedAt  time.Time `json:"recorded_at"`
+	RecordedBy  string    `json:"recorded_by"`
+}

@@ -309,6 +309,15 @@ type BatchWrite struct {
 	// which of Tracked are new (fresh[i]), returns what they change. nil
 	// counts nothing.
 	Project func(fresh []bool) Projection
+	// CacheSeq is the highest drain sequence the seen-cache had been
+	// marked under when it filtered Pairs (0: none). A database whose
+	// sequence is below it went back in time: the commit fails with
+	// ErrCacheAhead, even when it has nothing to write.
+	CacheSeq int64
+	// Counters is the fingerprint of the counter definitions Project
+	// counts with ("" for none). A commit with Tracked events fails with
+	// ErrCountersChanged when the database records other definitions.
+	Counters string
 }
 
 // BatchResult is what a committed BatchWrite changed.
@@ -326,6 +335,9 @@ type BatchResult struct {
 	Duplicates []Duplicate
 	// Projection is what the commit applied.
 	Projection Projection
+	// Seq is the drain sequence of this commit: the number of drain
+	// commits the database holds with it. 0 when nothing was committed.
+	Seq int64
 }
 
 // Position locates an entry in everything ever pushed to one buffer shard:

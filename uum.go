@@ -31,6 +31,15 @@ var (
 	// value it cannot store, a violated constraint) rather than failing:
 	// retrying the same data fails the same way.
 	ErrRejected = errors.New("uum: data rejected by the database")
+	// ErrCacheAhead is returned by a drain commit when the database holds
+	// fewer drain commits than the seen-cache was marked under: it went
+	// back in time (a restore, a failover to a lagging replica), so the
+	// cache's "seen" answers name rows it may no longer hold.
+	ErrCacheAhead = errors.New("uum: database behind the seen-cache")
+	// ErrCountersChanged is returned by a drain commit of tracked events
+	// when the database records other counter definitions than the ones
+	// the drainer counts with.
+	ErrCountersChanged = errors.New("uum: counters differ from the recorded ones")
 )
 
 // ValidationError reports a bad input value. Field is a path a caller can

@@ -51,19 +51,27 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // CommitBatch applies one drain iteration in one transaction, as a
-// sequence of steps over the batch: register its new event names, insert
-// the unseen pairs and add the new ones to the totals, store the dead
-// letters, register the tracked events' ids and audit duplicates, then
-// apply what the fresh ones change (w.Project) to the counters and minute
-// buckets. Nothing is written if any step fails. A batch with nothing to
-// write costs no SQL.
+// sequence of steps over the batch: advance the drain sequence (checking
+// w.CacheSeq and w.Counters, see uum.BatchWrite), register its new event
+// names, insert the unseen pairs and add the new ones to the totals, store
+// the dead letters, register the tracked events' ids and audit
+// duplicates, then apply what the fresh ones change (w.Project) to the
+// counters and minute buckets. Nothing is written if any step fails. A
+// batch with nothing to write costs no SQL, or one read to check
+// w.CacheSeq.
 func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
 	var res uum.BatchResult
 	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 && len(w.Names) == 0 && len(w.Tracked) == 0 {
+		if w.CacheSeq > 0 {
+			return res, s.checkCache(ctx, w)
+		}
 		return res, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
+		if res.Seq, err = advanceDrain(ctx, tx, w); err != nil {
+			return err
+		}
 		if err = RegisterNames(ctx, tx, w.Names); err != nil {
 			return err
 		}
