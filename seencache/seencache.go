@@ -29,10 +29,19 @@
 // pairs the database does not hold; bumping the epoch (after a restore
 // that lost committed rows) makes every process stop reading the old keys
 // within the scope refresh interval.
+//
+// Going back in time: every drain commit advances a sequence in Postgres,
+// and the drain marks its pairs under that commit's sequence; the scope
+// keeps the highest sequence it was marked under (MarkSeq). A drain
+// commit whose cache answers (SeenSeq) came from a higher sequence than
+// the database holds fails: the database went back in time (a restore, a
+// failover to a lagging replica) and lost rows the cache says are there.
+// Rescope then starts a new scope, as `processor -reset-seen-cache` does.
 package seencache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -73,6 +82,10 @@ const DefaultScopeRefresh = time.Minute
 // sized for (raise UUM_CACHE_BUCKETS).
 const MetricOversized = "uum.seen_cache.oversized_writes"
 
+// MetricRescoped counts the new scopes Rescope started because the
+// database had gone back in time.
+const MetricRescoped = "uum.seen_cache.rescoped"
+
 // dictionary maps event names to stable small integer ids, within one
 // database, and names the cache's scope in it.
 type dictionary interface {
@@ -85,6 +98,11 @@ type dictionary interface {
 	// SeenCacheEpoch is the database's current cache epoch; a new value
 	// invalidates everything cached before.
 	SeenCacheEpoch(ctx context.Context) (int64, error)
+	// DrainSeq is how many drain commits the database holds.
+	DrainSeq(ctx context.Context) (int64, error)
+	// ResetSeenCacheFrom sets a new epoch if the current one is from, and
+	// returns the epoch in force and whether it set it.
+	ResetSeenCacheFrom(ctx context.Context, from int64) (int64, bool, error)
 }
 
 // Counter receives the cache's metrics; statsd.ClientInterface is one.
@@ -103,6 +121,10 @@ type Cache struct {
 	refresh time.Duration
 	logger  *slog.Logger
 	stats   Counter
+	// inOrder says the client runs a pipeline's commands in order, as one
+	// server does: the sequence is then read and written in the bucket
+	// scripts' round-trip (see MarkSeq), else in one of its own.
+	inOrder bool
 
 	mu  sync.RWMutex
 	ids map[string]int32 // ids never change, so they are memoised forever
@@ -158,6 +180,7 @@ func New(rdb redis.UniversalClient, prefix string, ttl time.Duration, dict dicti
 		c.logger = slog.New(slog.DiscardHandler)
 	}
 	c.warnedGen.Store(-1)
+	_, c.inOrder = rdb.(*redis.Client)
 	return c
 }
 
@@ -207,15 +230,77 @@ func (c *Cache) scopeOf(ctx context.Context) (string, error) {
 }
 
 func (c *Cache) fetchScope(ctx context.Context) (string, error) {
+	id, epoch, err := c.fetchEpoch(ctx)
+	if err != nil {
+		return "", err
+	}
+	return scopeName(id, epoch), nil
+}
+
+// fetchEpoch reads the database's identity and cache epoch.
+func (c *Cache) fetchEpoch(ctx context.Context) (uum.UUID, int64, error) {
 	id, err := c.dict.InstanceID(ctx)
 	if err != nil {
-		return "", fmt.Errorf("seen cache scope: %w", err)
+		return uum.UUID{}, 0, fmt.Errorf("seen cache scope: %w", err)
 	}
 	epoch, err := c.dict.SeenCacheEpoch(ctx)
 	if err != nil {
-		return "", fmt.Errorf("seen cache scope: %w", err)
+		return uum.UUID{}, 0, fmt.Errorf("seen cache scope: %w", err)
 	}
-	return id.String()[:8] + "." + strconv.FormatInt(epoch, 36), nil
+	return id, epoch, nil
+}
+
+func scopeName(id uum.UUID, epoch int64) string {
+	return id.String()[:8] + "." + strconv.FormatInt(epoch, 36)
+}
+
+// Rescope starts a new scope, as `processor -reset-seen-cache` does, if
+// the database holds fewer drain commits than the scope in force was
+// marked under: it went back in time, and the scope's "seen" answers may
+// name rows it lost. Of several processes finding this, the first starts
+// the new scope and the others move to it. Either way the cache answers
+// from the scope in force afterwards. It reports whether this call started
+// one, and logs and counts (MetricRescoped) when it did.
+func (c *Cache) Rescope(ctx context.Context) (bool, error) {
+	c.scopeMu.Lock()
+	defer c.scopeMu.Unlock()
+	id, epoch, err := c.fetchEpoch(ctx)
+	if err != nil {
+		return false, err
+	}
+	held, err := c.dict.DrainSeq(ctx)
+	if err != nil {
+		return false, fmt.Errorf("rescope seen cache: %w", err)
+	}
+	marked, err := c.markedSeq(ctx, scopeName(id, epoch))
+	if err != nil {
+		return false, fmt.Errorf("rescope seen cache: %w", err)
+	}
+	started := false
+	if marked > held {
+		from := epoch
+		if epoch, started, err = c.dict.ResetSeenCacheFrom(ctx, from); err != nil {
+			return false, fmt.Errorf("rescope seen cache: %w", err)
+		}
+		if started {
+			c.logger.WarnContext(ctx, "database behind the seen cache: new cache scope",
+				"database_drain_seq", held, "cache_drain_seq", marked, "from_epoch", from, "epoch", epoch)
+			if c.stats != nil {
+				_ = c.stats.Count(MetricRescoped, 1, nil, 1) // statsd is best-effort UDP
+			}
+		}
+	}
+	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now()})
+	return started, nil
+}
+
+// markedSeq reads the highest drain sequence scope was marked under.
+func (c *Cache) markedSeq(ctx context.Context, scope string) (int64, error) {
+	seq, err := c.rdb.Get(ctx, rediskey.SeenSeq(c.prefix, scope)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return seq, err
 }
 
 // userIndex lists the users of some pairs, in first-seen order.
@@ -241,24 +326,37 @@ func groupUsers(pairs []uum.Pair) userIndex {
 // is what keeps pairs in use cached. A failed move is logged: the answers
 // stand, the user is found in the previous generation again next time.
 func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
+	seen, _, err := c.seen(ctx, pairs, false)
+	return seen, err
+}
+
+// SeenSeq is Seen that also returns the highest drain sequence the scope
+// had been marked under (MarkSeq) when it answered, read in the same
+// round-trip: every "seen" answer comes from a pair committed by that
+// drain commit or an earlier one.
+func (c *Cache) SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error) {
+	return c.seen(ctx, pairs, true)
+}
+
+func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]bool, int64, error) {
 	if len(pairs) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	scope, err := c.scopeOf(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	// Looking up, not registering: a name without an id is cached
 	// nowhere, and a read must not grow the dictionary.
 	ids, err := c.resolve(ctx, pairs, false)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	lists, old, err := c.read(ctx, scope, g, users.users)
+	lists, old, seq, err := c.read(ctx, scope, g, users.users, withSeq)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var moves []userIDs
 	for i, u := range users.users {
@@ -266,7 +364,7 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 			moves = append(moves, userIDs{user: u})
 		}
 	}
-	if n, err := c.write(ctx, scope, g, moves); err != nil {
+	if n, err := c.write(ctx, scope, g, moves, 0); err != nil {
 		c.logger.WarnContext(ctx, "move seen cache users to the current generation", "error", err, "users", len(moves))
 	} else {
 		c.reportOversized(ctx, g, n)
@@ -275,7 +373,7 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	for i, p := range pairs {
 		seen[i] = hasID(lists[users.index[p.UserID]], ids[i])
 	}
-	return seen, nil
+	return seen, seq, nil
 }
 
 // Mark records pairs as seen. Call it only after the pairs are committed
@@ -285,6 +383,15 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 // undo each other's work. Pairs whose name id does not fit in 3 bytes are
 // not cached.
 func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
+	return c.MarkSeq(ctx, pairs, 0)
+}
+
+// MarkSeq is Mark for pairs committed by the drain commit of sequence
+// seq (0: unknown). It raises the scope's sequence to seq before it writes
+// any pair (first in the same round-trip on one server, whose pipelines
+// run in order; in a round-trip of its own otherwise), so a SeenSeq that
+// finds one of the pairs reads seq or more.
+func (c *Cache) MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error {
 	if len(pairs) == 0 {
 		return nil
 	}
@@ -320,7 +427,7 @@ func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
 		}
 	}
 	g := c.generation(c.now())
-	oversized, err := c.write(ctx, scope, g, add)
+	oversized, err := c.write(ctx, scope, g, add, seq)
 	if err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
 	}
@@ -418,11 +525,30 @@ for u = 1, #KEYS / 2 do
 end
 return oversized`)
 
+// seqScript raises a scope's drain sequence and keeps it as long as the
+// scope's buckets: a pair can be moved from generation to generation for
+// as long as it is read, and its sequence must not expire before it. The
+// expiry is a TTL (two generations) past the buckets', so processes whose
+// clocks disagree by less than a generation never cut it short. KEYS[1] the sequence;
+// ARGV[1] the sequence to raise it to (0: only keep it), ARGV[2] its
+// expiry (unix ms). Returns the sequence.
+var seqScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > cur then
+	redis.call('SET', KEYS[1], ARGV[1])
+	cur = tonumber(ARGV[1])
+end
+if cur > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
+return cur`)
+
+// scripts are the cache's scripts, all loaded again on NOSCRIPT.
+var scripts = []*redis.Script{addScript, readScript, seqScript}
+
 // Preload loads the cache's scripts into Redis, so the first Seen or Mark does not
 // pay an extra round-trip to find it missing. Optional: the cache loads it
 // on demand, as it must after a Redis restart anyway.
 func (c *Cache) Preload(ctx context.Context) error {
-	for _, s := range []*redis.Script{addScript, readScript} {
+	for _, s := range scripts {
 		if err := s.Load(ctx, c.rdb).Err(); err != nil {
 			return fmt.Errorf("load seen cache script: %w", err)
 		}
@@ -432,11 +558,24 @@ func (c *Cache) Preload(ctx context.Context) error {
 
 // write runs addScript for the users in generation g, one call per group
 // of buckets (one hash tag each, so it works unchanged on Redis Cluster),
-// all in one pipelined round-trip, and returns how many users landed in
-// oversized hashes.
-func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs) (int, error) {
+// all in one pipelined round-trip after seqScript, which raises the
+// scope's sequence to seq, and returns how many users landed in oversized
+// hashes.
+func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs, seq int64) (int, error) {
 	if len(add) == 0 {
 		return 0, nil
+	}
+	keep := c.expireAt(g).Add(2 * c.half).UnixMilli() // a TTL past the buckets'
+	raise := func(ctx context.Context, p redis.Pipeliner) {
+		seqScript.EvalSha(ctx, p, []string{rediskey.SeenSeq(c.prefix, scope)}, seq, keep)
+	}
+	if seq > 0 && !c.inOrder {
+		// The sequence must be raised before any pair is written, which
+		// a pipeline over several servers does not ensure.
+		if _, err := c.run(ctx, nil, nil, raise, nil); err != nil {
+			return 0, err
+		}
+		seq = 0 // the pipeline below only keeps it
 	}
 	users := make([]uum.UUID, len(add))
 	for i, a := range add {
@@ -450,7 +589,7 @@ func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs)
 			cl.args = append(cl.args, add[i].user[:], add[i].ids)
 		}
 	}
-	cmds, err := c.run(ctx, addScript, calls)
+	cmds, err := c.run(ctx, addScript, calls, raise, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -484,8 +623,10 @@ return {lists, old}`)
 
 // read returns the packed ids of users in generation g or, where they
 // are not there, in g-1 ("" where absent), and which came from g-1, in
-// one pipelined round-trip.
-func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID) (lists []string, old []bool, err error) {
+// one pipelined round-trip. withSeq, it also reads the scope's sequence
+// after them (last in the round-trip on one server, in a round-trip of its
+// own otherwise), so it is at least that of every pair read.
+func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID, withSeq bool) (lists []string, old []bool, seq int64, err error) {
 	calls := c.groupCalls(scope, g, users)
 	for _, cl := range calls {
 		cl.args = make([]any, len(cl.users))
@@ -493,15 +634,30 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 			cl.args[j] = users[i][:]
 		}
 	}
-	cmds, err := c.run(ctx, readScript, calls)
+	var seqCmd *redis.StringCmd
+	var after func(context.Context, redis.Pipeliner)
+	if withSeq && c.inOrder {
+		after = func(ctx context.Context, p redis.Pipeliner) { seqCmd = p.Get(ctx, rediskey.SeenSeq(c.prefix, scope)) }
+	}
+	cmds, err := c.run(ctx, readScript, calls, nil, after)
+	if err == nil && withSeq {
+		if seqCmd != nil {
+			seq, err = seqCmd.Int64()
+			if errors.Is(err, redis.Nil) {
+				seq, err = 0, nil
+			}
+		} else {
+			seq, err = c.markedSeq(ctx, scope)
+		}
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read seen cache: %w", err)
+		return nil, nil, 0, fmt.Errorf("read seen cache: %w", err)
 	}
 	lists, old = make([]string, len(users)), make([]bool, len(users))
 	for k, cl := range calls {
 		vals, fromPrev, ok := readReply(cmds[k].Val(), len(cl.users))
 		if !ok {
-			return nil, nil, fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
+			return nil, nil, 0, fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
 		}
 		for j, i := range cl.users {
 			lists[i], _ = vals[j].(string)
@@ -509,12 +665,12 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 		for _, pos := range fromPrev {
 			n, _ := pos.(int64)
 			if n < 1 || int(n) > len(cl.users) {
-				return nil, nil, fmt.Errorf("read seen cache: unexpected position %v", pos)
+				return nil, nil, 0, fmt.Errorf("read seen cache: unexpected position %v", pos)
 			}
 			old[cl.users[n-1]] = true
 		}
 	}
-	return lists, old, nil
+	return lists, old, seq, nil
 }
 
 // readReply splits readScript's reply for n users.
@@ -576,21 +732,33 @@ func (c *Cache) groupCalls(scope string, g int64, users []uum.UUID) []*scriptCal
 }
 
 // run sends one call of script per element of calls in one pipelined
-// round-trip. After a script cache flush (a Redis restart) it loads the
-// script and sends them again: both scripts are idempotent.
-func (c *Cache) run(ctx context.Context, script *redis.Script, calls []*scriptCall) ([]*redis.Cmd, error) {
+// round-trip, after what before queues and before what after queues
+// (either may be nil). After a script cache flush (a Redis restart) it
+// loads the scripts and sends it all again: every script is idempotent.
+func (c *Cache) run(ctx context.Context, script *redis.Script, calls []*scriptCall, before, after func(context.Context, redis.Pipeliner)) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(calls))
 	send := func() error {
 		pipe := c.rdb.Pipeline()
+		if before != nil {
+			before(ctx, pipe)
+		}
 		for i, cl := range calls {
 			cmds[i] = script.EvalSha(ctx, pipe, cl.keys, cl.args...)
 		}
+		if after != nil {
+			after(ctx, pipe)
+		}
 		_, err := pipe.Exec(ctx)
+		if errors.Is(err, redis.Nil) {
+			// Only the sequence's GET, queued last, answers nil, and Exec
+			// returns the first error: nothing before it failed.
+			err = nil
+		}
 		return err
 	}
 	err := send()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = script.Load(ctx, c.rdb).Err(); err == nil {
+		if err = c.Preload(ctx); err == nil {
 			err = send()
 		}
 	}

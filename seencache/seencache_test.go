@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -45,6 +46,7 @@ type fakeDict struct {
 	instance uum.UUID
 	instErr  error // returned by InstanceID while set
 	epoch    int64
+	drainSeq int64
 }
 
 // fakeInstance is the database identity of every fakeDict; its key scope
@@ -81,6 +83,31 @@ func (d *fakeDict) SeenCacheEpoch(context.Context) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.epoch, d.instErr
+}
+
+// DrainSeq is the drain sequence set by setDrainSeq.
+func (d *fakeDict) DrainSeq(context.Context) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.drainSeq, d.instErr
+}
+
+// ResetSeenCacheFrom moves the epoch on by one if it still is from.
+func (d *fakeDict) ResetSeenCacheFrom(_ context.Context, from int64) (int64, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.epoch != from {
+		return d.epoch, false, nil
+	}
+	d.epoch++
+	return d.epoch, true, nil
+}
+
+// setDrainSeq stands for drain commits, or a restore that lost some.
+func (d *fakeDict) setDrainSeq(seq int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.drainSeq = seq
 }
 
 // setEpoch stands for `processor -reset-seen-cache`.
@@ -611,8 +638,8 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.Less(t, len(groups), 100, "some users share a group")
 
 		require.NoError(t, b.cache.Mark(ctx, pairs))
-		require.Equal(t, []map[string]int{{"evalsha": len(groups)}}, b.trips.TakeCounts(),
-			"Mark adds ids with one script call per group of buckets, all in one round-trip")
+		require.Equal(t, []map[string]int{{"evalsha": len(groups) + 1}}, b.trips.TakeCounts(),
+			"Mark adds ids with one script call per group of buckets and keeps the sequence, all in one round-trip")
 
 		seen, err := b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
@@ -624,7 +651,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		seen, err = b.cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.NotContains(t, seen, false)
-		require.Equal(t, []map[string]int{{"evalsha": len(groups)}, {"evalsha": len(groups)}}, b.trips.TakeCounts(),
+		require.Equal(t, []map[string]int{{"evalsha": len(groups)}, {"evalsha": len(groups) + 1}}, b.trips.TakeCounts(),
 			"previous-generation hits are moved in one more round-trip")
 
 		seen, err = b.cache.Seen(ctx, pairs)
@@ -768,8 +795,8 @@ func testCache(t *testing.T, be redistest.Backend) {
 		b.trips.Take()
 
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u, "b")}))
-		require.Equal(t, []map[string]int{{"evalsha": 1}, {"script": 1}, {"evalsha": 1}}, b.trips.TakeCounts(),
-			"NOSCRIPT: load, then the same round-trip again")
+		require.Equal(t, []map[string]int{{"evalsha": 2}, {"script": 1}, {"script": 1}, {"script": 1}, {"evalsha": 2}}, b.trips.TakeCounts(),
+			"NOSCRIPT: load the scripts, then the same round-trip again")
 		seen, err := b.cache.Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true}, seen)
@@ -952,6 +979,96 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.Equal(t, b.dict.idsOf("a"), b.ids(t, b.gen(), u), "the old keys are untouched, left to expire")
 	})
 
+	t.Run("SequenceIsTheHighestMarkedUnder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u1, u2 := uum.NewUUID(), uum.NewUUID()
+		seen, seq, err := b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen)
+		require.Zero(t, seq, "never marked")
+
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a")}))
+		_, seq, err = b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a")})
+		require.NoError(t, err)
+		require.Zero(t, seq, "a mark of no drain commit raises nothing")
+
+		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u2, "a")}, 5))
+		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u2, "b")}, 3)) // a late mark of an older commit
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u2, "c")}))
+		b.trips.Take()
+		seen, seq, err = b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b"), pair(u2, "d")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, false}, seen)
+		require.Equal(t, int64(5), seq)
+		trips := b.trips.TakeCounts()
+		require.Len(t, trips, 1, "the sequence is read in the same round-trip")
+		require.Equal(t, 1, trips[0]["get"])
+
+		_, err = b.cache.Seen(ctx, []uum.Pair{pair(u1, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []map[string]int{{"evalsha": 1}}, b.trips.TakeCounts(), "Seen does not read it")
+	})
+
+	t.Run("SequenceOutlivesThePairs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u, "a")}, 7))
+		key := rediskey.SeenSeq(b.prefix, fakeScope)
+		g := b.gen()
+		requireExpiresAt(t, b, key, time.Unix(0, (g+4)*int64(half)))
+
+		// Read a generation later, the pair moves on and lives a
+		// generation longer; so does the sequence it was marked under.
+		b.clock.Advance(half)
+		seen, seq, err := b.cache.SeenSeq(ctx, []uum.Pair{pair(u, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+		require.Equal(t, int64(7), seq)
+		requireExpiresAt(t, b, b.key(g+1, u), time.Unix(0, (g+3)*int64(half)))
+		requireExpiresAt(t, b, key, time.Unix(0, (g+5)*int64(half)))
+	})
+
+	t.Run("RescopeWhenTheDatabaseIsBehind", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "a")}
+		b.dict.setDrainSeq(5)
+		require.NoError(t, b.cache.MarkSeq(ctx, pairs, 5))
+		other := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+		seen, err := other.Seen(ctx, pairs) // another process, on the same scope
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+
+		started, err := b.cache.Rescope(ctx)
+		require.NoError(t, err)
+		require.False(t, started, "the database holds every commit the cache was marked under")
+		seen, err = b.cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+
+		b.dict.setDrainSeq(3) // restored from before commits 4 and 5
+		started, err = b.cache.Rescope(ctx)
+		require.NoError(t, err)
+		require.True(t, started)
+		seen, seq, err := b.cache.SeenSeq(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "the new scope is empty")
+		require.Zero(t, seq)
+
+		started, err = other.Rescope(ctx)
+		require.NoError(t, err)
+		require.False(t, started, "the other process moves to the new scope without starting another")
+		seen, err = other.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen)
+		epoch, err := b.dict.SeenCacheEpoch(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), epoch, "one new scope")
+	})
+
 	t.Run("FailedScopeRefreshKeepsTheScope", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -1075,6 +1192,35 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // TestCacheWithStore runs the cache on the real Postgres dictionary.
+// TestCacheSequenceWithoutPipelineOrder runs the sequence on a client
+// whose pipelines may span servers (a Ring of one, standing for a Cluster):
+// the raise gets a round-trip of its own before the pairs are written, the
+// read one after they are read, since no order holds inside a pipeline.
+func TestCacheSequenceWithoutPipelineOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, prefix := redistest.Real(t) // deletes the prefix's keys at the end
+	opt := rdb.Options()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": opt.Addr}, DB: opt.DB,
+		Username: opt.Username, Password: opt.Password, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = ring.Close() })
+	cache := seencache.New(ring, prefix, ttl, newFakeDict())
+	require.NoError(t, cache.Preload(ctx))
+	trips := &redistest.CommandLog{}
+	ring.AddHook(trips)
+	u := uum.NewUUID()
+
+	require.NoError(t, cache.MarkSeq(ctx, []uum.Pair{pair(u, "a")}, 9))
+	require.Equal(t, []map[string]int{{"evalsha": 1}, {"evalsha": 2}}, trips.TakeCounts(),
+		"raise the sequence, then write the pairs (keeping the sequence beside them)")
+	seen, seq, err := cache.SeenSeq(ctx, []uum.Pair{pair(u, "a")})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, seen)
+	require.Equal(t, int64(9), seq)
+	require.Equal(t, []map[string]int{{"evalsha": 1}, {"get": 1}}, trips.TakeCounts(),
+		"read the pairs, then the sequence")
+}
+
 func TestCacheWithStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1082,6 +1228,7 @@ func TestCacheWithStore(t *testing.T) {
 	type testBundle struct {
 		rdb    *redis.Client
 		prefix string
+		pool   *pgxpool.Pool
 		store  *store.Store
 		now    func() time.Time                    // one instant: no generation change mid-test
 		ids    func(t *testing.T) map[string]int64 // the event_names table
@@ -1094,6 +1241,7 @@ func TestCacheWithStore(t *testing.T) {
 		return &testBundle{
 			rdb:    rdb,
 			prefix: prefix,
+			pool:   pool,
 			store:  store.New(pool),
 			now:    func() time.Time { return now },
 			ids: func(t *testing.T) map[string]int64 {
@@ -1166,5 +1314,30 @@ func TestCacheWithStore(t *testing.T) {
 		seen, err = seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(clock)).Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen, "and so does a new one")
+	})
+
+	t.Run("RescopeAfterTheDatabaseWentBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cache := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
+		pairs := []uum.Pair{pair(uum.NewUUID(), "signup")}
+		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pairs})
+		require.NoError(t, err)
+		require.NoError(t, cache.MarkSeq(ctx, pairs, res.Seq))
+		started, err := cache.Rescope(ctx)
+		require.NoError(t, err)
+		require.False(t, started)
+
+		_, err = b.pool.Exec(ctx, `DELETE FROM unique_user_events; UPDATE uum_instance SET drain_seq = 0`) // a restore
+		require.NoError(t, err)
+		started, err = cache.Rescope(ctx)
+		require.NoError(t, err)
+		require.True(t, started)
+		seen, err := cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen)
+		epoch, err := b.store.SeenCacheEpoch(ctx)
+		require.NoError(t, err)
+		require.NotZero(t, epoch)
 	})
 }

@@ -45,3 +45,10 @@ func AppendSeen(b []byte, prefix, scope string, generation int64, bucket, groups
 	b = strconv.AppendInt(append(b, "}:"...), generation, 10)
 	return strconv.AppendUint(append(b, ':'), uint64(bucket), 10)
 }
+
+// SeenSeq returns the string key holding the highest drain sequence the
+// seen-cache of scope was marked under. Its {hash tag} is the scope alone:
+// it is read and written beside the buckets, never in their scripts.
+func SeenSeq(prefix, scope string) string {
+	return prefix + "s:{" + scope + "}:seq"
+}
