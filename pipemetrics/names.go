@@ -24,6 +24,10 @@ const (
 	NameLastFailureAt       = "uum.pipeline.last_failure_at"
 	NameProcessingTimeMS    = "uum.pipeline.processing_time_ms" // tag quantile:0.5|0.95|0.99
 	NameProcessingRate      = "uum.pipeline.processing_rate"
+	// NameSeenCacheRescopes counts the new seen-cache scopes drains
+	// started on finding the database behind the cache (a restore, a
+	// failover to a lagging replica).
+	NameSeenCacheRescopes = "uum.pipeline.seen_cache_rescopes"
 	// NameUniqueUsers is the authoritative total of an event's unique
 	// users, read from Postgres, tag event_name.
 	NameUniqueUsers = "uum.unique_users.total"
@@ -36,7 +40,7 @@ const (
 var Names = []string{
 	NameTotalEvents, NamePending, NameDelivered, NameFailed, NameQueueDepth, NameQueueLagSeconds,
 	NameDLQCount, NameDLQOldestAgeSeconds, NameLastProcessedAt, NameLastFailureAt,
-	NameProcessingTimeMS, NameProcessingRate, NameUniqueUsers, NameMetricsErrors,
+	NameProcessingTimeMS, NameProcessingRate, NameSeenCacheRescopes, NameUniqueUsers, NameMetricsErrors,
 }
 
 // PrometheusName returns the Prometheus name of a metric.
@@ -64,6 +68,7 @@ func (s Snapshot) samples() []sample {
 		{name: NameDLQCount, value: float64(s.DLQCount), pg: true},
 		{name: NameDLQOldestAgeSeconds, value: s.DLQOldestAgeSeconds, pg: true},
 		{name: NameProcessingRate, value: float64(s.ProcessingRate)},
+		{name: NameSeenCacheRescopes, value: float64(s.SeenCacheRescopes), total: true},
 	}
 	if s.LastProcessedAt != nil {
 		out = append(out, sample{name: NameLastProcessedAt, value: float64(s.LastProcessedAt.UnixMilli()) / 1000})

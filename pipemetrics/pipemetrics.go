@@ -96,6 +96,7 @@ type Snapshot struct {
 	LastFailureAt       *time.Time  `json:"last_failure_at"`
 	ProcessingTimeMS    Percentiles `json:"processing_time_ms"`
 	ProcessingRate      int64       `json:"processing_rate"`
+	SeenCacheRescopes   int64       `json:"seen_cache_rescopes"`
 }
 
 // addBinsScript adds sketch bin counts to a minute's hash and sets its
@@ -148,6 +149,18 @@ func (m *Metrics) Flush(ctx context.Context) error {
 	key := rediskey.MetricsLatency(m.prefix, m.now().Unix()/60)
 	if err := addBinsScript.Run(ctx, m.rdb, []string{key}, args...).Err(); err != nil {
 		return fmt.Errorf("record latencies: %w", err)
+	}
+	return nil
+}
+
+// rescopesField is the totals hash's field of CountRescope.
+const rescopesField = "seen_cache_rescopes"
+
+// CountRescope adds one to the seen-cache scopes drains started on
+// finding the database behind the cache.
+func (m *Metrics) CountRescope(ctx context.Context) error {
+	if err := m.rdb.HIncrBy(ctx, rediskey.MetricsTotals(m.prefix, 0), rescopesField, 1).Err(); err != nil {
+		return fmt.Errorf("count seen cache rescope: %w", err)
 	}
 	return nil
 }
@@ -208,6 +221,7 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 	t := totals.Val()
 	s.TotalEvents, s.Delivered, s.Failed = atoi(t["total"]), atoi(t["delivered"]), atoi(t["failed"])
 	s.LastProcessedAt, s.LastFailureAt = millis(t["last_processed_at"]), millis(t["last_failure_at"])
+	s.SeenCacheRescopes = atoi(t[rescopesField])
 	for sec, n := range rate.Val() {
 		if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
 			s.ProcessingRate += atoi(n)

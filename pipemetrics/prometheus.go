@@ -27,6 +27,7 @@ var help = map[string]string{
 	NameLastFailureAt:       "Unix time of the last batch with a dead letter.",
 	NameProcessingTimeMS:    "Buffered-to-committed latency percentiles over the last 15 minutes, in ms.",
 	NameProcessingRate:      "Entries drained in the last 60 seconds.",
+	NameSeenCacheRescopes:   "New seen-cache scopes started because the database went back in time.",
 	NameUniqueUsers:         "Distinct users per event, from the Postgres totals table.",
 }
 

@@ -24,6 +24,7 @@ type batch struct {
 	dead       []uum.DeadLetter // poison entries
 	pairs      []uum.Pair       // distinct pairs, first occurrence first
 	unseen     []uum.Pair       // pairs the seen-cache did not know
+	cacheSeq   int64            // drain sequence the seen-cache answered under
 	result     uum.BatchResult  // what the commit changed
 	// newNames are names the commit registers (the name cap admitted them).
 	newNames []string
@@ -94,7 +95,7 @@ func (b *batch) filterSeen(hits []bool) {
 
 // write is what the batch commits in one transaction.
 func (b *batch) write() uum.BatchWrite {
-	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead, Names: b.newNames}
+	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead, Names: b.newNames, CacheSeq: b.cacheSeq}
 }
 
 // names returns the distinct event names of the batch, first occurrence
@@ -178,6 +179,7 @@ func (b *batch) merge(parts ...*batch) {
 		b.unseen = append(b.unseen, p.unseen...)
 		b.result.Inserted = append(b.result.Inserted, p.result.Inserted...)
 		b.result.DeadLettered += p.result.DeadLettered
+		b.result.Seq = max(b.result.Seq, p.result.Seq)
 		for _, dup := range p.result.Duplicates {
 			dup.Index += len(b.tracked)
 			b.result.Duplicates = append(b.result.Duplicates, dup)

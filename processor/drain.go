@@ -61,10 +61,12 @@ type source interface {
 	Holder(ctx context.Context) (*buffer.Holder, error)
 }
 
-// seenCache knows pairs already committed.
+// seenCache knows pairs already committed, and under which drain
+// sequence (see seencache.Cache.SeenSeq and Rescope).
 type seenCache interface {
-	Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error)
-	Mark(ctx context.Context, pairs []uum.Pair) error
+	SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error)
+	MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error
+	Rescope(ctx context.Context) (bool, error)
 }
 
 // batchStore commits a batch in one transaction.
@@ -341,7 +343,7 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 	if len(raw) == 0 {
 		return b
 	}
-	hits, err := d.seen.Seen(ctx, b.pairs)
+	hits, seq, err := d.seen.SeenSeq(ctx, b.pairs)
 	if err != nil {
 		// The cache only saves work: Postgres decides what is new. A
 		// cancelled run never commits this batch, so it is no warning.
@@ -351,6 +353,7 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 		hits = make([]bool, len(b.pairs))
 	}
 	b.filterSeen(hits)
+	b.cacheSeq = seq
 	return b
 }
 
@@ -417,7 +420,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	marks.start(func() {
 		mctx, cancelMark := detach(ctx, markTimeout)
 		defer cancelMark()
-		if err := d.seen.Mark(mctx, b.unseen); err != nil {
+		if err := d.seen.MarkSeq(mctx, b.unseen, b.result.Seq); err != nil {
 			d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
 		}
 	})
@@ -502,6 +505,13 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	if err == nil {
 		b.result = res
 		return nil
+	}
+	if errors.Is(err, uum.ErrCacheAhead) {
+		if err := d.rescope(ctx, err); err != nil {
+			return err
+		}
+		b.unseen, b.cacheSeq = b.pairs, 0 // nothing the cache said stands
+		return d.commit(ctx, b)
 	}
 	if !errors.Is(err, uum.ErrRejected) {
 		return err

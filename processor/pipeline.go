@@ -9,11 +9,13 @@ import (
 
 // PipelineMetrics records latencies and reads the pipeline snapshot;
 // *pipemetrics.Metrics satisfies it. Observe only keeps the latencies in
-// process; Flush writes them out.
+// process; Flush writes them out. CountRescope counts a new seen-cache
+// scope the drain started.
 type PipelineMetrics interface {
 	Observe(lat []time.Duration)
 	Flush(ctx context.Context) error
 	Snapshot(ctx context.Context) (pipemetrics.Snapshot, error)
+	CountRescope(ctx context.Context) error
 }
 
 var _ PipelineMetrics = (*pipemetrics.Metrics)(nil)

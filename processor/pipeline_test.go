@@ -70,6 +70,8 @@ func (failingMetrics) Snapshot(context.Context) (pipemetrics.Snapshot, error) {
 	return pipemetrics.Snapshot{}, errors.New("redis down")
 }
 
+func (failingMetrics) CountRescope(context.Context) error { return errors.New("redis down") }
+
 func TestPipelineMetricsFailureNeverFailsTheDrain(t *testing.T) {
 	t.Parallel()
 	b := setup(t, redistest.Real)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,6 +204,56 @@ func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool
 	for _, sql := range sqls {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			tb.Fatalf("load pairs: %s: %v", sql, err)
+		}
+	}
+}
+
+// Snapshot copies every table of the schema pool works in, as a dump
+// would, and returns restore, which puts the tables back as they were
+// (identity sequences aside): the database goes back in time, as after a
+// dump is restored or a lagging replica is promoted. The copy is dropped
+// when the test ends.
+func Snapshot(t testing.TB, pool *pgxpool.Pool) (restore func(testing.TB)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var schema string
+	var tables []string
+	err := pool.QueryRow(ctx, `SELECT current_schema(), ARRAY(SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1)`).Scan(&schema, &tables)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	snap := schema + "_snap_" + hex.EncodeToString(b[:])
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{snap}.Sanitize()); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	t.Cleanup(func() { DropSchema(t, snap) })
+	live := make([]string, len(tables))
+	for i, tb := range tables {
+		live[i] = pgx.Identifier{schema, tb}.Sanitize()
+		if _, err := pool.Exec(ctx, "CREATE TABLE "+pgx.Identifier{snap, tb}.Sanitize()+" AS TABLE "+live[i]); err != nil {
+			t.Fatalf("snapshot %s: %v", tb, err)
+		}
+	}
+	return func(t testing.TB) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(live, ", ")); err != nil {
+				return err
+			}
+			for i, tb := range tables {
+				if _, err := tx.Exec(ctx, "INSERT INTO "+live[i]+" OVERRIDING SYSTEM VALUE SELECT * FROM "+pgx.Identifier{snap, tb}.Sanitize()); err != nil {
+					return fmt.Errorf("%s: %w", tb, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("restore snapshot: %v", err)
 		}
 	}
 }
