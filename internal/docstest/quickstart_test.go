@@ -65,9 +65,11 @@ var binRE = regexp.MustCompile(`(^|[\s;&|(])\.bin/`)
 // TestQuickStart runs the README's walkthrough as written, against an API
 // and binaries built from this checkout, on a Postgres schema and a Redis
 // key prefix of its own, and fails when a block prints anything other
-// than the output the README shows after it. Two things are substituted:
-// the API's address (a free port instead of 127.0.0.1:8080) and .bin/
-// (the binaries the test built).
+// than the output the README shows after it. Three things are
+// substituted: the API's address (a free port instead of 127.0.0.1:8080),
+// .bin/ (the binaries the test built) and `go run ./examples/quickstart`
+// (the same program, built with the others in one go build, which is
+// faster than a go run of its own).
 func TestQuickStart(t *testing.T) {
 	t.Parallel()
 	steps, program := walkthrough(t)
@@ -81,7 +83,12 @@ func TestQuickStart(t *testing.T) {
 	bin := t.TempDir()
 	goTool, err := exec.LookPath("go")
 	require.NoError(t, err, "the go tool builds the binaries")
-	build := exec.CommandContext(t.Context(), goTool, "build", "-o", bin+"/", "./cmd/api", "./cmd/processor", "./cmd/uumctl")
+	args := []string{"build", "-o", bin + "/"}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	args = append(args, "./cmd/api", "./cmd/processor", "./cmd/uumctl", "./examples/quickstart")
+	build := exec.CommandContext(t.Context(), goTool, args...)
 	build.Dir = repo
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build:\n%s", out)
@@ -103,6 +110,7 @@ func TestQuickStart(t *testing.T) {
 	for _, s := range steps {
 		cmd := strings.ReplaceAll(s.cmd, "127.0.0.1:8080", addr)
 		cmd = binRE.ReplaceAllString(cmd, "${1}"+bin+"/")
+		cmd = strings.ReplaceAll(cmd, "go run ./examples/quickstart", bin+"/quickstart")
 		script.WriteString(cmd + "printf '%s\\n' '" + marker + "'\n")
 	}
 	sh := exec.CommandContext(t.Context(), "bash", "-c", script.String())
