@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
@@ -23,14 +24,15 @@ func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	user := uniqueevents.User{ID: userID, FacilityIDs: []string{"757"}}
 
-	// setup returns a config for a migrated schema of the test's own and,
-	// unless redisURL is set, a key prefix on the test Redis.
-	setup := func(t *testing.T, redisURL string) (config.Config, *store.Store) {
+	// setup returns a config for a migrated schema of the test's own and
+	// the Redis at redisURL with prefix, whose keys the caller deletes
+	// (redistest.Real's prefix on the test Redis).
+	setup := func(t *testing.T, redisURL, prefix string) (config.Config, *store.Store) {
 		t.Helper()
 		pool, dbURL := dbtest.Schema(t)
 		cfg := config.Config{
 			Database: config.Database{URL: dbURL},
-			Redis:    config.Redis{URL: redisURL, KeyPrefix: redistest.Prefix(t)},
+			Redis:    config.Redis{URL: redisURL, KeyPrefix: prefix},
 			Events: config.Events{
 				TrackedFacilityIDs:    []string{"757"},
 				FacilityTrackedEvents: []string{"login"},
@@ -42,27 +44,18 @@ func TestOpen(t *testing.T) {
 
 	t.Run("BuildsTheProducerSide", func(t *testing.T) {
 		t.Parallel()
-		rdb, _ := redistest.Real(t)
-		cfg, st := setup(t, redistest.URL())
-		client, err := uniqueevents.Open(ctx, cfg, nil)
-		require.NoError(t, err)
-		defer client.Close()
-
-		got, err := client.LogEvents(ctx, user, []string{"login"})
-		require.NoError(t, err)
-		require.Equal(t, []string{"login", "login_oh_site_757"}, got)
-		entries, err := buffer.New(rdb, cfg.Redis.KeyPrefix, 0).Peek(ctx, 0, 10)
-		require.NoError(t, err)
-		require.Len(t, entries, 2)
-
-		logged, err := client.EventLogged(ctx, userID, "login")
-		require.NoError(t, err)
-		require.False(t, logged, "buffered, not drained")
-		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
-		require.NoError(t, err)
-		logged, err = client.EventLogged(ctx, userID, "login")
-		require.NoError(t, err)
-		require.True(t, logged)
+		var prefix string
+		t.Run("AndLeavesNoKeysBehind", func(t *testing.T) {
+			rdb, p := redistest.Real(t)
+			cfg, st := setup(t, redistest.URL(), p)
+			prefix = cfg.Redis.KeyPrefix
+			producerSide(t, cfg, st, rdb, user)
+		})
+		// The test Redis is the one make run uses: a key the client wrote
+		// and nothing deleted would stay in the developer's database.
+		rdb := redis.NewClient(redistest.Options(t))
+		defer rdb.Close()
+		require.Empty(t, redistest.Keys(t, rdb, prefix+"*"))
 	})
 
 	// The second composition root honours the replica setting as the
@@ -88,7 +81,7 @@ func TestOpen(t *testing.T) {
 	// Postgres answers.
 	t.Run("SilentRedisFallsThroughToPostgres", func(t *testing.T) {
 		t.Parallel()
-		cfg, st := setup(t, "redis://"+redistest.SilentServer(t)+"/0")
+		cfg, st := setup(t, "redis://"+redistest.SilentServer(t)+"/0", redistest.Prefix(t))
 		cfg.Events.PushTimeout = 0 // the default, 50ms: this push must fail
 		_, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
 		require.NoError(t, err)
@@ -127,4 +120,29 @@ func TestOpen(t *testing.T) {
 		_, err = client.LogEvent(ctx, user, "login")
 		require.NoError(t, err)
 	})
+}
+
+// producerSide is TestOpen/BuildsTheProducerSide: a client from Open
+// buffers through Redis and looks up through the cache and Postgres.
+func producerSide(t *testing.T, cfg config.Config, st *store.Store, rdb *redis.Client, user uniqueevents.User) {
+	ctx := context.Background()
+	client, err := uniqueevents.Open(ctx, cfg, nil)
+	require.NoError(t, err)
+	defer client.Close()
+
+	got, err := client.LogEvents(ctx, user, []string{"login"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"login", "login_oh_site_757"}, got)
+	entries, err := buffer.New(rdb, cfg.Redis.KeyPrefix, 0).Peek(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+
+	logged, err := client.EventLogged(ctx, userID, "login")
+	require.NoError(t, err)
+	require.False(t, logged, "buffered, not drained")
+	_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
+	require.NoError(t, err)
+	logged, err = client.EventLogged(ctx, userID, "login")
+	require.NoError(t, err)
+	require.True(t, logged)
 }
