@@ -36,19 +36,32 @@ func (e *Error) Error() string {
 	return b.String() + ": " + e.Reason
 }
 
+// Option is a constraint Load and Parse check beyond the file's own rules.
+type Option func(*parser)
+
+// MaxWindow refuses window counters longer than d, the retention of their
+// minute buckets: a longer window would read buckets already deleted and
+// silently under-count.
+func MaxWindow(d time.Duration) Option {
+	return func(p *parser) { p.maxWindow = d }
+}
+
 // Load reads and validates the counters file at path.
-func Load(path string) (*Set, error) {
+func Load(path string, opts ...Option) (*Set, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Reason: err.Error()}
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // Parse validates the counters file data, read from file (for errors). It
 // returns the first problem as an *Error.
-func Parse(file string, data []byte) (*Set, error) {
+func Parse(file string, data []byte, opts ...Option) (*Set, error) {
 	p := parser{file: file}
+	for _, o := range opts {
+		o(&p)
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -91,7 +104,10 @@ func Parse(file string, data []byte) (*Set, error) {
 	return newSet(counters), nil
 }
 
-type parser struct{ file string }
+type parser struct {
+	file      string
+	maxWindow time.Duration // 0: no limit
+}
 
 func (p parser) fail(n *yaml.Node, field, reason string) *Error {
 	return &Error{File: p.file, Line: n.Line, Field: field, Reason: reason}
@@ -190,6 +206,11 @@ func (p parser) mode(field string, n *yaml.Node, c *Counter, fields map[string]*
 	}
 	if d < time.Minute || d%time.Minute != 0 {
 		return p.fail(w, field+".window", fmt.Sprintf("must be whole minutes, at least 1m, got %s", w.Value))
+	}
+	if p.maxWindow > 0 && d > p.maxWindow {
+		return p.fail(w, field+".window", fmt.Sprintf(
+			"%s is longer than the minute buckets are kept (UUM_WINDOW_RETENTION=%s): it would silently under-count; shorten the window or raise the retention",
+			w.Value, shortDuration(p.maxWindow)))
 	}
 	c.Window = d
 	return nil
@@ -317,4 +338,16 @@ func (p parser) idempotency(field string, v *yaml.Node) error {
 		}
 	}
 	return nil
+}
+
+// shortDuration writes d as an operator would: 168h, not 168h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

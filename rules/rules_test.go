@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,22 @@ func TestParseErrorsNameFileLineField(t *testing.T) {
 			require.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+func TestMaxWindowRefusesAWindowPastTheRetention(t *testing.T) {
+	t.Parallel()
+	const file = "counters:\n  - counterName: c\n    mode: window\n    window: 200h\n    rules: [{on: a, op: increment}]\n"
+	_, err := rules.Parse("c.yaml", []byte(file), rules.MaxWindow(168*time.Hour))
+	var re *rules.Error
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 4, re.Line)
+	require.Equal(t, "counters[0].window", re.Field)
+	require.EqualError(t, err, "c.yaml:4: counters[0].window: 200h is longer than the minute buckets are kept (UUM_WINDOW_RETENTION=168h): it would silently under-count; shorten the window or raise the retention")
+
+	_, err = rules.Parse("c.yaml", []byte(strings.Replace(file, "200h", "168h", 1)), rules.MaxWindow(168*time.Hour))
+	require.NoError(t, err, "a window as long as the retention reads only kept buckets")
+	_, err = rules.Parse("c.yaml", []byte(file))
+	require.NoError(t, err, "no limit without MaxWindow")
 }
 
 func TestLoadMissingFile(t *testing.T) {

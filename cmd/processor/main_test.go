@@ -66,6 +66,16 @@ func (b *testBundle) run(t *testing.T, args ...string) error {
 	return run(t.Context(), args, b.Env.Environ(), b.stdout, b.stderr)
 }
 
+// countersFile writes yaml to a counters file that UUM_COUNTERS_FILE names,
+// and returns its path.
+func (b *testBundle) countersFile(t *testing.T, yaml string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "counters.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(yaml), 0o600))
+	b.Env["UUM_COUNTERS_FILE"] = file
+	return file
+}
+
 // once runs `processor -once` and returns the summary line decoded.
 func (b *testBundle) once(t *testing.T) map[string]any {
 	t.Helper()
@@ -257,14 +267,20 @@ func TestExitCode(t *testing.T) {
 	t.Run("BadCountersFileIsTwoAndNamesFileLineField", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		file := filepath.Join(t.TempDir(), "counters.yaml")
-		require.NoError(t, os.WriteFile(file, []byte("counters:\n  - counterName: c\n    mode: persistent\n    rules: [{on: a, op: inc}]\n"), 0o600))
-		b.Env["UUM_COUNTERS_FILE"] = file
-
-		err := b.run(t, "-once")
+		file := b.countersFile(t, "counters:\n  - counterName: c\n    mode: persistent\n    rules: [{on: a, op: inc}]\n")
 		var stderr bytes.Buffer
-		require.Equal(t, 2, exitCode(err, &stderr))
+		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
 		require.Contains(t, lastLogLine(t, stderr.String())["error"], "UUM_COUNTERS_FILE: "+file+`:4: counters[0].rules[0].op: unknown op "inc"`)
+	})
+
+	t.Run("WindowPastTheRetentionIsTwo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		file := b.countersFile(t, "counters:\n  - counterName: c\n    mode: window\n    window: 48h\n    rules: [{on: a, op: increment}]\n")
+		b.Env["UUM_WINDOW_RETENTION"] = "24h"
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], "UUM_COUNTERS_FILE: "+file+":4: counters[0].window: 48h is longer than the minute buckets are kept (UUM_WINDOW_RETENTION=24h)")
 	})
 
 	t.Run("MissingCountersFileIsTwo", func(t *testing.T) {

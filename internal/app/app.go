@@ -147,13 +147,14 @@ func (a *App) Close() {
 	}
 }
 
-// LoadCounters loads the counter definitions of cfg, if any. A bad file is
-// a configuration error (exit status 2) naming the file, line and field.
+// LoadCounters loads the counter definitions of cfg, if any. A bad file,
+// or a window counter longer than cfg.WindowRetention, is a configuration
+// error (exit status 2) naming the file, line and field.
 func LoadCounters(cfg config.Counters) (*rules.Set, error) {
 	if cfg.File == "" {
 		return nil, nil
 	}
-	set, err := rules.Load(cfg.File)
+	set, err := rules.Load(cfg.File, rules.MaxWindow(cfg.WindowRetention))
 	if err != nil {
 		return nil, &config.Error{Var: "UUM_COUNTERS_FILE", Reason: err.Error()}
 	}
