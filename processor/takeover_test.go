@@ -196,10 +196,11 @@ func runHolder(spec string) int {
 
 type neverSeen struct{}
 
-func (neverSeen) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
-	return make([]bool, len(pairs)), nil
+func (neverSeen) SeenSeq(_ context.Context, pairs []uum.Pair) ([]bool, int64, error) {
+	return make([]bool, len(pairs)), 0, nil
 }
-func (neverSeen) Mark(context.Context, []uum.Pair) error { return nil }
+func (neverSeen) MarkSeq(context.Context, []uum.Pair, int64) error { return nil }
+func (neverSeen) Rescope(context.Context) (bool, error)            { return false, nil }
 
 // stuckStore's commit never returns, as one stuck on a dead connection.
 type stuckStore struct{}
