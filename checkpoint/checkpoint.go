@@ -31,6 +31,13 @@ const Format = "uum-counters/1"
 // is written in one pass. JSON allows the trailing spaces that pad it.
 const headerWidth = 256
 
+// MaxLineBytes is the longest data line, its newline included, that Write
+// writes and a reader accepts; a longer one is corruption, found without
+// reading it whole into memory. A row's longest legitimate line, 32
+// dimensions of the longest keys and values with every character escaped,
+// is about 64 KiB.
+const MaxLineBytes = 1 << 20
+
 // ErrCorrupt is returned for a file that is not a whole checkpoint: a bad
 // header or line, or a count or checksum that does not match.
 var ErrCorrupt = errors.New("uum: checkpoint file is corrupt")
@@ -165,6 +172,9 @@ func writeAll[T any](seq iter.Seq2[T, error], toLine func(T) line, w io.Writer) 
 		b, err := json.Marshal(toLine(row))
 		if err != nil {
 			return n, err
+		}
+		if len(b)+1 > MaxLineBytes {
+			return n, fmt.Errorf("row %d is a line of %d bytes, over the %d-byte limit", n+1, len(b)+1, MaxLineBytes)
 		}
 		if _, err := w.Write(append(b, '\n')); err != nil {
 			return n, err

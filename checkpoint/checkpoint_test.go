@@ -189,11 +189,46 @@ func TestVerifyRefuses(t *testing.T) {
 		require.ErrorContains(t, err, "2 data lines, the header says 3")
 	})
 
+	// A line past the cap is corruption, reported without reading it
+	// whole: an endless line cannot exhaust memory.
+	t.Run("LineOverTheCap", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.write(t)
+		f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.Write(bytes.Repeat([]byte("x"), checkpoint.MaxLineBytes+1))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		_, err = checkpoint.Verify(b.path)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+		require.ErrorContains(t, err, "line 5: too long: over 1048576 bytes")
+	})
+
+	t.Run("HeaderOverTheCap", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "c.jsonl")
+		require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte(" "), 4096), 0o600))
+		_, err := checkpoint.Verify(path)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+		require.ErrorContains(t, err, "header: too long: over 256 bytes")
+	})
+
 	t.Run("Missing", func(t *testing.T) {
 		t.Parallel()
 		_, err := checkpoint.Verify(filepath.Join(t.TempDir(), "nope.jsonl"))
 		require.ErrorIs(t, err, os.ErrNotExist)
 	})
+}
+
+// TestWriteRefusesALineOverTheCap: what Write writes, a reader reads.
+func TestWriteRefusesALineOverTheCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.counters[1].Dimensions = []byte(`{"a":"` + strings.Repeat("x", checkpoint.MaxLineBytes) + `"}`)
+	_, err := checkpoint.Write(b.path, b.at, seq(b.counters), seq(b.states))
+	require.ErrorContains(t, err, "row 2 is a line of")
+	require.NoFileExists(t, b.path)
 }
 
 func TestFailedWriteLeavesNoFile(t *testing.T) {

@@ -38,7 +38,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
 	c := &File{f: f, r: bufio.NewReaderSize(f, 1<<16), sum: sha256.New()}
-	head, err := c.r.ReadBytes('\n')
+	head, err := readLine(c.r, headerWidth)
 	if err == nil {
 		err = decodeStrict(head, &c.Header)
 	}
@@ -142,7 +142,11 @@ func (c *File) read() (*line, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	b, err := c.r.ReadBytes('\n')
+	b, err := readLine(c.r, MaxLineBytes)
+	if errors.Is(err, errLineTooLong) {
+		c.n++ // the line fail names
+		return nil, c.fail(err.Error())
+	}
 	if errors.Is(err, io.EOF) && len(b) == 0 {
 		return nil, nil
 	}
@@ -160,6 +164,26 @@ func (c *File) read() (*line, error) {
 		return nil, c.fail(reason)
 	}
 	return &l, nil
+}
+
+// errLineTooLong is a line past the limit readLine was given.
+var errLineTooLong = errors.New("too long")
+
+// readLine returns the next line of r, its newline included (none at the
+// end of the file, with io.EOF), or errLineTooLong as soon as it exceeds
+// limit bytes, having held at most limit of them.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > limit {
+			return nil, fmt.Errorf("%w: over %d bytes", errLineTooLong, limit)
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
 }
 
 // check compares the count and the checksum with the header.
