@@ -164,20 +164,6 @@ func TestVerifyRefuses(t *testing.T) {
 		})
 	}
 
-	t.Run("CounterAfterState", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.write(t)
-		f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
-		require.NoError(t, err)
-		_, err = f.WriteString(`{"counter":{"counter_name":"x","dimension_key":"02020202020202020202020202020202","dimensions_json":{},"value":1,"updated_at":"2026-03-01T12:00:00Z"}}` + "\n")
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-		_, err = checkpoint.Verify(b.path)
-		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
-		require.ErrorContains(t, err, "line 5: a counter after the states")
-	})
-
 	t.Run("Truncated", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -189,21 +175,29 @@ func TestVerifyRefuses(t *testing.T) {
 		require.ErrorContains(t, err, "2 data lines, the header says 3")
 	})
 
-	// A line past the cap is corruption, reported without reading it
-	// whole: an endless line cannot exhaust memory.
-	t.Run("LineOverTheCap", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.write(t)
-		f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
-		require.NoError(t, err)
-		_, err = f.Write(bytes.Repeat([]byte("x"), checkpoint.MaxLineBytes+1))
-		require.NoError(t, err)
-		require.NoError(t, f.Close())
-		_, err = checkpoint.Verify(b.path)
-		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
-		require.ErrorContains(t, err, "line 5: too long: over 1048576 bytes")
-	})
+	// Lines appended after a whole file. A line past the cap is
+	// corruption, reported without reading it whole: an endless line
+	// cannot exhaust memory.
+	for _, tt := range []struct {
+		name, appended, want string
+	}{
+		{"CounterAfterState", `{"counter":{"counter_name":"x","dimension_key":"02020202020202020202020202020202","dimensions_json":{},"value":1,"updated_at":"2026-03-01T12:00:00Z"}}` + "\n", "line 5: a counter after the states"},
+		{"LineOverTheCap", strings.Repeat("x", checkpoint.MaxLineBytes+1), "line 5: too long: over 1048576 bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.write(t)
+			f, err := os.OpenFile(b.path, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString(tt.appended)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			_, err = checkpoint.Verify(b.path)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
 
 	t.Run("HeaderOverTheCap", func(t *testing.T) {
 		t.Parallel()
