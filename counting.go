@@ -41,6 +41,20 @@ type BucketDelta struct {
 	Count   int64
 }
 
+// ScopeCount is the sum of a windowed counter's buckets of one scope (an
+// org_id) over a range of minutes.
+type ScopeCount struct {
+	Scope string
+	Count int64
+}
+
+// MinuteCount is one minute bucket of a windowed counter: Minute is the
+// Unix epoch minute.
+type MinuteCount struct {
+	Minute int64
+	Count  int64
+}
+
 // EntityState is whether one entity of a transition-safe counter key is
 // on. Entity is a digest of EntityJSON, the canonical form of the
 // dimensions that name the entity.

@@ -76,6 +76,8 @@ type server struct {
 	mux     *http.ServeMux
 	dlq     DeadLetters    // nil: no /v1/dlq routes
 	metrics *metricsRoutes // nil: no metrics routes
+	status  *statusRoutes  // nil: no status routes
+	console http.Handler   // nil: no /ui/
 	// counterSet defines the counters counters reads; nil: none.
 	counterSet *rules.Set
 	counters   CounterReader
@@ -129,9 +131,14 @@ func (s *server) routes() {
 	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
+	s.mux.Handle("GET /v1/whoami", s.require(0, s.whoami))
 	s.counterRoutes()
 	s.dlqRoutes()
 	s.addMetricsRoutes()
+	s.addStatusRoutes()
+	if s.console != nil {
+		s.mux.Handle("GET /ui/", s.console)
+	}
 	s.mux.HandleFunc(routeHealthz, s.healthz)
 	s.mux.HandleFunc(routeReadyz, s.readyz)
 }
@@ -148,11 +155,13 @@ const (
 // or given twice, is a 400 naming it: a typo (?event=login) must not
 // silently widen a query.
 var queryParams = map[string][]string{
-	"GET /v1/unique-counts":   {"event_name"},
-	"GET /v1/counters/{name}": counterParams,
-	"GET /v1/windows/{name}":  windowParams,
-	"GET /v1/dlq":             slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
-	"POST /v1/dlq/replay":     slices.Concat(dlqFilterParams, []string{"dry_run"}),
+	"GET /v1/unique-counts":          {"event_name"},
+	"GET /v1/counters/{name}":        counterParams,
+	"GET /v1/windows/{name}":         windowParams,
+	"GET /v1/windows/{name}/top":     {"limit"},
+	"GET /v1/windows/{name}/minutes": windowParams,
+	"GET /v1/dlq":                    slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
+	"POST /v1/dlq/replay":            slices.Concat(dlqFilterParams, []string{"dry_run"}),
 }
 
 // checkQuery answers 400 and returns false if r's query has a parameter

@@ -93,3 +93,22 @@ func bearerToken(header string) (tok, problem string) {
 	}
 	return tok, ""
 }
+
+// whoami serves GET /v1/whoami: the scopes the presented token grants, so
+// that a client (the console) offers only what the token may do.
+func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
+	tok, _ := bearerToken(r.Header.Get("Authorization"))
+	g := s.grants(tok)
+	scopes := []string{}
+	for _, sc := range []scope{scopeIngest, scopeRead, scopeAdmin} {
+		if g&sc == sc {
+			scopes = append(scopes, scopeNames[sc])
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"scopes": scopes})
+}
+
+// WithConsole serves h, the web console, under GET /ui/ without a token:
+// its files hold no data; its pages read the JSON API with the token the
+// user types in.
+func WithConsole(h http.Handler) Option { return func(s *server) { s.console = h } }

@@ -25,10 +25,22 @@ type CounterReader interface {
 	// CounterValues returns up to limit keys of counter in key order,
 	// those after the key after (nil: from the first).
 	CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]uum.CounterValue, error)
+	WindowReader
+}
+
+// WindowReader reads the minute buckets of windowed counters;
+// *store.Store satisfies it. Its errors mean the store cannot be read.
+type WindowReader interface {
 	// WindowSum returns the sum of counter's minute buckets in scope over
 	// the epoch minutes from to to, both included, and when a drain last
 	// counted anything (nil if none ever did).
 	WindowSum(ctx context.Context, counter, scope string, from, to int64) (int64, *time.Time, error)
+	// TopScopes returns the limit orgs with the most events over the
+	// minutes from to to, largest first.
+	TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]uum.ScopeCount, error)
+	// WindowMinutes returns the buckets of scope over the minutes from to
+	// to, oldest first, none for a minute without events.
+	WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]uum.MinuteCount, error)
 }
 
 // WithCounters serves the counters of set, read through r, under
@@ -49,8 +61,42 @@ const (
 )
 
 func (s *server) counterRoutes() {
+	s.mux.Handle("GET /v1/counters", s.require(scopeRead, s.listCounters))
 	s.mux.Handle("GET /v1/counters/{name}", s.require(scopeRead, s.getCounter))
 	s.mux.Handle("GET /v1/windows/{name}", s.require(scopeRead, s.getWindow))
+	s.mux.Handle("GET /v1/windows/{name}/top", s.require(scopeRead, s.getWindowTop))
+	s.mux.Handle("GET /v1/windows/{name}/minutes", s.require(scopeRead, s.getWindowMinutes))
+}
+
+// definitionBody describes a counter of the counters file.
+type definitionBody struct {
+	Name       string   `json:"name"`
+	Mode       string   `json:"mode"`
+	Dimensions []string `json:"dimensions"`
+	// Window is the span of a window counter ("1h"), null for a
+	// persistent one.
+	Window *string `json:"window"`
+}
+
+// listCounters serves GET /v1/counters: the counters the file defines,
+// by name.
+func (s *server) listCounters(w http.ResponseWriter, _ *http.Request) {
+	out := []definitionBody{}
+	if s.counterSet != nil {
+		for _, c := range s.counterSet.Counters() {
+			d := definitionBody{Name: c.Name, Mode: c.Mode, Dimensions: c.Dimensions}
+			if d.Dimensions == nil {
+				d.Dimensions = []string{}
+			}
+			if c.Mode == rules.ModeWindow {
+				win := windowString(c.Window)
+				d.Window = &win
+			}
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b definitionBody) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, map[string][]definitionBody{"counters": out})
 }
 
 // counterParams and windowParams are the query parameters of the two
@@ -210,6 +256,24 @@ type windowBody struct {
 	AsOf   *time.Time `json:"as_of"`
 }
 
+// windowScope returns the window counter of the {name} path value and the
+// org_id of the query ("" for the platform), or answers 404 or 400 and
+// returns nil.
+func (s *server) windowScope(w http.ResponseWriter, r *http.Request) (*rules.Counter, string) {
+	c := s.counterNamed(w, r, rules.ModeWindow)
+	if c == nil {
+		return nil, ""
+	}
+	q := r.URL.Query()
+	scope := q.Get("org_id")
+	if q.Has("org_id") {
+		if err := uum.ValidateOrgID("org_id", scope); writeInvalid(w, err) {
+			return nil, ""
+		}
+	}
+	return c, scope
+}
+
 // getWindow serves GET /v1/windows/{name}[?org_id=]: the events of the
 // org, or of the platform without org_id, whose occurred_at lies in the
 // current minute or the window's minutes before it: a 1h window sums the
@@ -217,16 +281,9 @@ type windowBody struct {
 // later minute (clients may be up to 5 minutes ahead) count once their
 // minute has come.
 func (s *server) getWindow(w http.ResponseWriter, r *http.Request) {
-	c := s.counterNamed(w, r, rules.ModeWindow)
+	c, scope := s.windowScope(w, r)
 	if c == nil {
 		return
-	}
-	q := r.URL.Query()
-	scope := q.Get("org_id")
-	if q.Has("org_id") {
-		if err := uum.ValidateOrgID("org_id", scope); writeInvalid(w, err) {
-			return
-		}
 	}
 	to := s.now().Unix() / 60 // the current epoch minute
 	n, asOf, err := s.counters.WindowSum(r.Context(), c.Name, scope, to-c.WindowMinutes()+1, to)
@@ -246,4 +303,79 @@ func windowString(d time.Duration) string {
 		return h + "h"
 	}
 	return s
+}
+
+// Window reads of the console.
+const (
+	defaultTopOrgs = 10
+	maxTopOrgs     = 100
+	// chartMinutes is the span of GET /v1/windows/{name}/minutes.
+	chartMinutes = 60
+)
+
+type orgCount struct {
+	OrgID string `json:"org_id"`
+	Value int64  `json:"value"`
+}
+
+// getWindowTop serves GET /v1/windows/{name}/top[?limit=]: the orgs with
+// the most events in the counter's window (as GET /v1/windows/{name}
+// counts them), largest first.
+func (s *server) getWindowTop(w http.ResponseWriter, r *http.Request) {
+	c := s.counterNamed(w, r, rules.ModeWindow)
+	if c == nil {
+		return
+	}
+	limit := defaultTopOrgs
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxTopOrgs {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(maxTopOrgs)+", got "+strconv.Quote(v))
+			return
+		}
+		limit = n
+	}
+	to := s.now().Unix() / 60
+	top, err := s.counters.TopScopes(r.Context(), c.Name, to-c.WindowMinutes()+1, to, limit)
+	if err != nil {
+		s.unavailable(w, r, "counter store", err)
+		return
+	}
+	orgs := make([]orgCount, len(top))
+	for i, t := range top {
+		orgs[i] = orgCount{OrgID: t.Scope, Value: t.Count}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": c.Name, "window": windowString(c.Window), "orgs": orgs})
+}
+
+type minuteBody struct {
+	Start time.Time `json:"start"`
+	Value int64     `json:"value"`
+}
+
+// getWindowMinutes serves GET /v1/windows/{name}/minutes[?org_id=]: the
+// events of the org, or of the platform without org_id, in each of the
+// last 60 minutes, the current one last, whatever the counter's window.
+func (s *server) getWindowMinutes(w http.ResponseWriter, r *http.Request) {
+	c, scope := s.windowScope(w, r)
+	if c == nil {
+		return
+	}
+	to := s.now().Unix() / 60
+	from := to - chartMinutes + 1
+	buckets, err := s.counters.WindowMinutes(r.Context(), c.Name, scope, from, to)
+	if err != nil {
+		s.unavailable(w, r, "counter store", err)
+		return
+	}
+	minutes := make([]minuteBody, chartMinutes)
+	for i := range minutes {
+		minutes[i].Start = time.Unix((from+int64(i))*60, 0).UTC()
+	}
+	for _, b := range buckets {
+		if b.Minute >= from && b.Minute <= to {
+			minutes[b.Minute-from].Value = b.Count
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": c.Name, "scope": scope, "minutes": minutes})
 }

@@ -325,6 +325,106 @@ func TestWindowRead(t *testing.T) {
 	})
 }
 
+func TestConsoleCounterReads(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ListsTheDefinitions", func(t *testing.T) {
+		t.Parallel()
+		rec := call(readHandler(parseCounters(t), fakeCounters{t: t}), http.MethodGet, "/v1/counters", readToken, "")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.JSONEq(t, `{"counters":[
+			{"name":"connections","mode":"persistent","dimensions":["masterAccountId","region"],"window":null},
+			{"name":"connects_total","mode":"persistent","dimensions":[],"window":null},
+			{"name":"received_1h","mode":"window","dimensions":[],"window":"1h"},
+			{"name":"received_90m","mode":"window","dimensions":[],"window":"1h30m"}]}`, rec.Body.String())
+		rec = call(readHandler(nil, fakeCounters{t: t}), http.MethodGet, "/v1/counters", readToken, "")
+		require.JSONEq(t, `{"counters":[]}`, rec.Body.String(), "no counters file")
+	})
+
+	t.Run("TopOrgsOfTheWindow", func(t *testing.T) {
+		t.Parallel()
+		b := setupCounters(t)
+		at := b.now.Add(-10 * time.Minute)
+		b.track(t, received("o1", at), received("o2", at), received("o2", at), received("o3", at),
+			received("o3", b.now.Add(-80*time.Minute)), // in the 90m window only
+			received("", at)) // platform-wide only
+		var top struct {
+			Name   string `json:"name"`
+			Window string `json:"window"`
+			Orgs   []struct {
+				OrgID string `json:"org_id"`
+				Value int64  `json:"value"`
+			} `json:"orgs"`
+		}
+		b.get(t, "/v1/windows/received_1h/top", &top)
+		require.Equal(t, "1h", top.Window)
+		require.Len(t, top.Orgs, 3)
+		require.Equal(t, "o2", top.Orgs[0].OrgID)
+		require.EqualValues(t, 2, top.Orgs[0].Value)
+		for _, o := range top.Orgs {
+			require.Equal(t, b.window(t, "received_1h", o.OrgID).Value, o.Value, "the value GET /v1/windows gives %s", o.OrgID)
+		}
+		b.get(t, "/v1/windows/received_90m/top?limit=1", &top)
+		require.Len(t, top.Orgs, 1)
+		require.Equal(t, "o2", top.Orgs[0].OrgID, "ties (o2 and o3 at 2) by org")
+	})
+
+	t.Run("SixtyMinutesCurrentLast", func(t *testing.T) {
+		t.Parallel()
+		b := setupCounters(t)
+		minute := b.now.Truncate(time.Minute)
+		b.track(t, received("o1", minute.Add(-59*time.Minute)), received("o1", b.now), received("o1", b.now),
+			received("o1", minute.Add(-60*time.Minute)), // one minute too old
+			received("o2", b.now))
+		var got struct {
+			Scope   string `json:"scope"`
+			Minutes []struct {
+				Start time.Time `json:"start"`
+				Value int64     `json:"value"`
+			} `json:"minutes"`
+		}
+		b.get(t, "/v1/windows/received_1h/minutes?org_id=o1", &got)
+		require.Equal(t, "o1", got.Scope)
+		require.Len(t, got.Minutes, 60)
+		require.True(t, minute.Equal(got.Minutes[59].Start), "the current minute last")
+		require.True(t, minute.Add(-59*time.Minute).Equal(got.Minutes[0].Start))
+		require.EqualValues(t, 1, got.Minutes[0].Value)
+		require.EqualValues(t, 2, got.Minutes[59].Value)
+		var sum int64
+		for _, m := range got.Minutes {
+			sum += m.Value
+		}
+		require.Equal(t, b.window(t, "received_1h", "o1").Value, sum, "a 1h window sums the same minutes")
+		b.get(t, "/v1/windows/received_1h/minutes", &got)
+		require.EqualValues(t, 3, got.Minutes[59].Value, "platform-wide")
+	})
+
+	t.Run("Errors", func(t *testing.T) {
+		t.Parallel()
+		h := readHandler(parseCounters(t), fakeCounters{t: t})
+		for _, tc := range []struct {
+			path, field string
+			status      int
+		}{
+			{"/v1/windows/received_1h/top?limit=0", "limit", http.StatusBadRequest},
+			{"/v1/windows/received_1h/top?limit=101", "limit", http.StatusBadRequest},
+			{"/v1/windows/received_1h/top?org_id=o1", "org_id", http.StatusBadRequest},
+			{"/v1/windows/received_1h/minutes?org_id=", "org_id", http.StatusBadRequest},
+			{"/v1/windows/received_1h/minutes?limit=3", "limit", http.StatusBadRequest},
+			{"/v1/windows/connections/top", "name", http.StatusNotFound},
+			{"/v1/windows/nope/minutes", "name", http.StatusNotFound},
+		} {
+			rec := call(h, http.MethodGet, tc.path, readToken, "")
+			require.Equal(t, tc.status, rec.Code, tc.path)
+			require.Contains(t, rec.Body.String(), `"field":"`+tc.field+`"`, tc.path)
+		}
+		down := readHandler(parseCounters(t), fakeCounters{t: t, err: errors.New("connection refused")})
+		for _, path := range []string{"/v1/windows/received_1h/top", "/v1/windows/received_1h/minutes"} {
+			requireError(t, call(down, http.MethodGet, path, readToken, ""), http.StatusServiceUnavailable, "unavailable", "")
+		}
+	})
+}
+
 // fakeCounters answers every read with err or, when err is nil, fails
 // the test: for requests that must be answered before any lookup.
 type fakeCounters struct {
@@ -349,6 +449,14 @@ func (f fakeCounters) CounterValues(context.Context, string, []byte, int) ([]uum
 
 func (f fakeCounters) WindowSum(context.Context, string, string, int64, int64) (int64, *time.Time, error) {
 	return 0, nil, f.read()
+}
+
+func (f fakeCounters) TopScopes(context.Context, string, int64, int64, int) ([]uum.ScopeCount, error) {
+	return nil, f.read()
+}
+
+func (f fakeCounters) WindowMinutes(context.Context, string, string, int64, int64) ([]uum.MinuteCount, error) {
+	return nil, f.read()
 }
 
 func TestCounterReadErrors(t *testing.T) {

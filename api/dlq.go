@@ -29,16 +29,16 @@ var _ DeadLetters = (*dlq.Queue)(nil)
 // Option adds optional routes to the handler.
 type Option func(*server)
 
-// WithDeadLetters serves the dead-letter queue under /v1/dlq (scope
-// admin).
+// WithDeadLetters serves the dead-letter queue under /v1/dlq: reading it
+// takes scope read, replaying and deleting scope admin.
 func WithDeadLetters(q DeadLetters) Option { return func(s *server) { s.dlq = q } }
 
 func (s *server) dlqRoutes() {
 	if s.dlq == nil {
 		return
 	}
-	s.mux.Handle("GET /v1/dlq", s.require(scopeAdmin, s.listDLQ))
-	s.mux.Handle("GET /v1/dlq/{id}", s.require(scopeAdmin, s.getDLQ))
+	s.mux.Handle("GET /v1/dlq", s.require(scopeRead, s.listDLQ))
+	s.mux.Handle("GET /v1/dlq/{id}", s.require(scopeRead, s.getDLQ))
 	s.mux.Handle("POST /v1/dlq/{id}/replay", s.require(scopeAdmin, s.replayDLQ))
 	s.mux.Handle("POST /v1/dlq/replay", s.require(scopeAdmin, s.replayDLQMatching))
 	s.mux.Handle("DELETE /v1/dlq/{id}", s.require(scopeAdmin, s.deleteDLQ))

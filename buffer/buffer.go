@@ -201,6 +201,17 @@ func (h Holder) Age() (time.Duration, bool) {
 	return max(h.Now.Sub(h.AcquiredAt), 0), true
 }
 
+// RenewedAgo returns how long ago the lease was last renewed (or taken),
+// given the TTL its holder renews it to: each renewal resets the TTL left
+// to full.
+func (h Holder) RenewedAgo(full time.Duration) time.Duration { return max(full-h.TTL, 0) }
+
+// Stale reports whether the holder has missed its renewals, given the TTL
+// it renews the lease to: a live drainer renews every third of it, so a
+// lease not renewed for half of it is most likely held by a drainer that
+// died. It frees itself when its TTL runs out.
+func (h Holder) Stale(full time.Duration) bool { return h.RenewedAgo(full) > full/2 }
+
 // Holder reads the drain lease in one transaction. It returns nil if no
 // drainer holds it.
 func (l *List) Holder(ctx context.Context) (*Holder, error) {

@@ -670,3 +670,24 @@ func BenchmarkBacklogMemory(b *testing.B) {
 		}
 	}
 }
+
+func TestHolderStale(t *testing.T) {
+	t.Parallel()
+	const full = 30 * time.Second
+	for _, tc := range []struct {
+		left    time.Duration
+		renewed time.Duration
+		stale   bool
+	}{
+		{left: full, renewed: 0},
+		{left: 20 * time.Second, renewed: 10 * time.Second}, // due for renewal
+		{left: 15 * time.Second, renewed: 15 * time.Second}, // half: a slow renewal
+		{left: 14 * time.Second, renewed: 16 * time.Second, stale: true},
+		{left: time.Second, renewed: 29 * time.Second, stale: true},
+		{left: 40 * time.Second, renewed: 0}, // renewed to a longer TTL than assumed
+	} {
+		h := buffer.Holder{TTL: tc.left}
+		require.Equal(t, tc.renewed, h.RenewedAgo(full), "left %s", tc.left)
+		require.Equal(t, tc.stale, h.Stale(full), "left %s", tc.left)
+	}
+}

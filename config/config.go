@@ -90,7 +90,9 @@ type Processor struct {
 	// MaxRetry is how often a failed drain run is retried; 0 never retries.
 	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" bin:"processor" desc:"Retries of a failed drain run (0 for none)."`
 	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
-	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"10s" bin:"processor" desc:"Lifetime of the drain lease (at least 1s), renewed every fifth of it: how long a killed drainer can hold up the others."`
+	// The API reads it too: GET /v1/status flags a holder that stopped
+	// renewing the lease.
+	LeaseTTL time.Duration `env:"UUM_DRAIN_LEASE_TTL" envDefault:"10s" desc:"Lifetime of the drain lease (at least 1s), renewed every fifth of it: how long a killed drainer can hold up the others. The API reads it to flag a holder that stopped renewing."`
 	// MaxEventNames caps the distinct event names the drain registers;
 	// entries with new names beyond it are dead-lettered. Zero means the
 	// default, 10,000.

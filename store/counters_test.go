@@ -88,3 +88,42 @@ func (n planNode) on(relation string) []planNode {
 	}
 	return out
 }
+
+func TestWindowReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(t)
+	require.NoError(t, store.ApplyBuckets(ctx, pool, []uum.BucketDelta{
+		{Counter: "w", Scope: "", Minute: 100, Count: 9},
+		{Counter: "w", Scope: "org-a", Minute: 100, Count: 2},
+		{Counter: "w", Scope: "org-a", Minute: 102, Count: 3},
+		{Counter: "w", Scope: "org-b", Minute: 101, Count: 5},
+		{Counter: "w", Scope: "org-c", Minute: 101, Count: 1},
+		{Counter: "w", Scope: "org-d", Minute: 99, Count: 50}, // before the range
+		{Counter: "other", Scope: "org-e", Minute: 100, Count: 70},
+	}))
+	st := store.New(pool)
+
+	t.Run("TopScopesLargestFirstWithoutThePlatform", func(t *testing.T) {
+		t.Parallel()
+		top, err := st.TopScopes(ctx, "w", 100, 102, 10)
+		require.NoError(t, err)
+		require.Equal(t, []uum.ScopeCount{{Scope: "org-a", Count: 5}, {Scope: "org-b", Count: 5}, {Scope: "org-c", Count: 1}}, top)
+		top, err = st.TopScopes(ctx, "w", 100, 102, 1)
+		require.NoError(t, err)
+		require.Equal(t, []uum.ScopeCount{{Scope: "org-a", Count: 5}}, top, "ties by org")
+		top, err = st.TopScopes(ctx, "none", 100, 102, 10)
+		require.NoError(t, err)
+		require.Empty(t, top)
+	})
+
+	t.Run("WindowMinutesOfOneScope", func(t *testing.T) {
+		t.Parallel()
+		got, err := st.WindowMinutes(ctx, "w", "org-a", 100, 102)
+		require.NoError(t, err)
+		require.Equal(t, []uum.MinuteCount{{Minute: 100, Count: 2}, {Minute: 102, Count: 3}}, got)
+		got, err = st.WindowMinutes(ctx, "w", "", 101, 200)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/uumhq/uum"
 )
 
@@ -90,4 +92,52 @@ func (s *Store) WindowSum(ctx context.Context, counter, scope string, from, to i
 // was ever counted).
 func (s *Store) WindowCount(ctx context.Context, counter, scope string, from int64) (int64, *time.Time, error) {
 	return s.WindowSum(ctx, counter, scope, from, math.MaxInt64)
+}
+
+// topScopesSQL sums each org's buckets of one counter over a range of
+// minutes, largest first: a range scan of the primary key per counter.
+const topScopesSQL = `
+	SELECT scope, sum(count)::bigint FROM window_buckets
+	WHERE counter_name = $1 AND scope <> '' AND minute BETWEEN $2 AND $3
+	GROUP BY scope ORDER BY 2 DESC, 1 LIMIT $4`
+
+// TopScopes returns the limit orgs with the most of counter's events over
+// the epoch minutes from to to, both included, largest first (ties by
+// org), read from the replica when there is one. The platform-wide scope
+// is not an org and is left out.
+func (s *Store) TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]uum.ScopeCount, error) {
+	out, err := collect[uum.ScopeCount](ctx, s, topScopesSQL, counter, from, to, limit)
+	if err != nil {
+		return nil, fmt.Errorf("top scopes: %w", err)
+	}
+	return out, nil
+}
+
+// WindowMinutes returns counter's minute buckets of scope over the epoch
+// minutes from to to, both included, oldest first; minutes without events
+// have no bucket. It reads from the replica when there is one.
+func (s *Store) WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]uum.MinuteCount, error) {
+	out, err := collect[uum.MinuteCount](ctx, s, `
+		SELECT minute, count FROM window_buckets
+		WHERE counter_name = $1 AND scope = $2 AND minute BETWEEN $3 AND $4 ORDER BY minute`,
+		counter, scope, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("window minutes: %w", err)
+	}
+	return out, nil
+}
+
+// collect reads the rows of a query into T, field by column position,
+// from the replica when there is one.
+func collect[T any](ctx context.Context, s *Store, sql string, args ...any) ([]T, error) {
+	var out []T
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
+		rows, err := db.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+		return err
+	})
+	return out, interpret(err)
 }

@@ -69,6 +69,10 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	item := fmt.Sprintf("%s/v1/dlq/%d", s.base, dl.ID)
 
 	code, body = b.do(t, "GET", item, readToken, "")
+	require.Equal(t, http.StatusOK, code, "a read token sees dead letters: %s", body)
+	code, body = b.do(t, "POST", item+"/replay", readToken, "")
+	require.Equal(t, http.StatusForbidden, code, "only admin acts on them: %s", body)
+	code, body = b.do(t, "DELETE", item, readToken, "")
 	require.Equal(t, http.StatusForbidden, code, body)
 	code, body = b.do(t, "POST", item+"/replay", adminToken, "")
 	require.Equal(t, http.StatusUnprocessableEntity, code, body)

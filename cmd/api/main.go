@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -70,13 +71,16 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	}
 	defer events.Close()
 	uniqueevents.SetDefault(events)
+	schedule := processor.NewSchedule(app.AsynqRedis{Options: deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix))
+	defer schedule.Close()
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
 	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
 		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store, logger),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
-		api.WithCounters(deps.Counters, deps.Store))
+		api.WithCounters(deps.Counters, deps.Store),
+		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL))
 
 	ln, err := net.Listen("tcp", cfg.API.Addr)
 	if err != nil {
@@ -110,6 +114,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	}
 	return nil
 }
+
+var _ api.DrainSchedule = (*processor.Schedule)(nil)
 
 type pingFunc func(ctx context.Context) error
 

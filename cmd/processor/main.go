@@ -18,9 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/dlq"
@@ -107,7 +104,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return nil
 	}
-	svc := processor.NewService(asynqRedis{deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
+	svc := processor.NewService(app.AsynqRedis{Options: deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
 	rec := reconcile.New(deps.Store, deps.Stats, logger, reconcile.WithRecorder(deps.Pipeline))
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
@@ -210,17 +207,4 @@ func checkDrainFlags(fs *flag.FlagSet, once, untilEmpty bool, maxDuration time.D
 		return fmt.Errorf("%w: -max-duration must be positive, got %s", app.ErrUsage, maxDuration)
 	}
 	return nil
-}
-
-// asynqRedis makes asynq's Redis clients from the options every other
-// client of the process is made from, so the ACL user name, database and
-// URL options of UUM_REDIS_URL reach asynq too (asynq's own URL parser
-// drops some). Each client is new: asynq closes the ones it makes.
-type asynqRedis struct{ opt *redis.Options }
-
-var _ asynq.RedisConnOpt = asynqRedis{}
-
-func (a asynqRedis) MakeRedisClient() any {
-	opt := *a.opt
-	return redis.NewClient(&opt)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
@@ -229,7 +230,7 @@ func TestRedisURL(t *testing.T) {
 		t.Parallel()
 		opt, err := redis.ParseURL("redis://alice:pw@h:6380/?client_name=uum")
 		require.NoError(t, err)
-		c, ok := asynqRedis{opt}.MakeRedisClient().(*redis.Client)
+		c, ok := app.AsynqRedis{Options: opt}.MakeRedisClient().(*redis.Client)
 		require.True(t, ok)
 		defer c.Close()
 		got := c.Options()

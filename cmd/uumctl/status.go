@@ -29,12 +29,15 @@ type leaseInfo struct {
 	AgeSec     *float64   `json:"age_seconds"`
 	TTLLeftSec float64    `json:"ttl_left_seconds"`
 	RenewedSec float64    `json:"renewed_seconds_ago"`
+	// Stale is true when the holder missed its renewals (it most likely
+	// died).
+	Stale bool `json:"stale"`
 }
 
 // newLeaseInfo describes h, a lease of full TTL: a lease is renewed to
 // its full TTL, so the time since the last renewal is what the TTL lost.
 func newLeaseInfo(h *buffer.Holder, full time.Duration) *leaseInfo {
-	info := &leaseInfo{Token: h.Token, Holder: h.Name, TTLLeftSec: h.TTL.Seconds(), RenewedSec: max(full-h.TTL, 0).Seconds()}
+	info := &leaseInfo{Token: h.Token, Holder: h.Name, TTLLeftSec: h.TTL.Seconds(), RenewedSec: h.RenewedAgo(full).Seconds(), Stale: h.Stale(full)}
 	if age, ok := h.Age(); ok {
 		at, sec := h.AcquiredAt.UTC(), age.Seconds()
 		info.AcquiredAt, info.AgeSec = &at, &sec
@@ -55,7 +58,11 @@ func (l *leaseInfo) String() string {
 		age = time.Duration(*l.AgeSec*float64(time.Second)).Round(100*time.Millisecond).String() +
 			" (since " + l.AcquiredAt.Format(time.RFC3339) + ")"
 	}
-	return fmt.Sprintf("held by %s for %s, renewed %.1fs ago, %.1fs left", holder, age, l.RenewedSec, l.TTLLeftSec)
+	stale := ""
+	if l.Stale {
+		stale = " (STALE: the holder stopped renewing it)"
+	}
+	return fmt.Sprintf("held by %s for %s, renewed %.1fs ago, %.1fs left%s", holder, age, l.RenewedSec, l.TTLLeftSec, stale)
 }
 
 func runStatus(ctx context.Context, c *cli, args []string) error {
