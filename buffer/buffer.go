@@ -207,7 +207,7 @@ func (h Holder) Age() (time.Duration, bool) {
 func (h Holder) RenewedAgo(full time.Duration) time.Duration { return max(full-h.TTL, 0) }
 
 // Stale reports whether the holder has missed its renewals, given the TTL
-// it renews the lease to: a live drainer renews every third of it, so a
+// it renews the lease to: a live drainer renews every fifth of it, so a
 // lease not renewed for half of it is most likely held by a drainer that
 // died. It frees itself when its TTL runs out.
 func (h Holder) Stale(full time.Duration) bool { return h.RenewedAgo(full) > full/2 }
