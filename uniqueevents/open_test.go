@@ -63,7 +63,7 @@ func TestOpen(t *testing.T) {
 	// that alone holds the pair.
 	t.Run("EventLoggedReadsTheReplica", func(t *testing.T) {
 		t.Parallel()
-		cfg, _ := setup(t, redistest.URL())
+		cfg, _ := setup(t, redistest.URL(), redistest.Prefix(t))
 		replica, replicaURL := dbtest.Schema(t)
 		_, err := store.New(replica).CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uuidtest.MustParse(userID), Name: "login"}}})
 		require.NoError(t, err)
