@@ -324,9 +324,9 @@ type BatchWrite struct {
 type BatchResult struct {
 	// Inserted are the pairs that did not exist before this commit.
 	Inserted []Pair
-	// DeadLettered is the number of dead letters stored by this commit;
-	// those a re-run finds already stored are not counted again.
-	DeadLettered int
+	// DeadLetters are the correlation ids of the dead letters this commit
+	// stored; those a re-run finds already stored are not listed again.
+	DeadLetters []string
 	// Fresh says which of BatchWrite.Tracked were registered by this
 	// commit: neither duplicates nor a replay of an entry already applied.
 	Fresh []bool

@@ -178,7 +178,7 @@ func (b *batch) merge(parts ...*batch) {
 		b.pairs = append(b.pairs, p.pairs...)
 		b.unseen = append(b.unseen, p.unseen...)
 		b.result.Inserted = append(b.result.Inserted, p.result.Inserted...)
-		b.result.DeadLettered += p.result.DeadLettered
+		b.result.DeadLetters = append(b.result.DeadLetters, p.result.DeadLetters...)
 		b.result.Seq = max(b.result.Seq, p.result.Seq)
 		for _, dup := range p.result.Duplicates {
 			dup.Index += len(b.tracked)

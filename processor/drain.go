@@ -310,7 +310,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		sum.EventsProcessed += len(cur.raw)
 		sum.DBQueries += len(cur.unseen)
 		sum.DBInserts += len(cur.result.Inserted)
-		sum.DeadLettered += cur.result.DeadLettered
+		sum.DeadLettered += len(cur.result.DeadLetters)
 		if peekErr != nil {
 			return sum, peekErr
 		}
@@ -387,17 +387,15 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	if err := d.commit(cctx, b); err != nil {
 		return step("commit", err)
 	}
-	for _, dl := range b.dead {
-		d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
-	}
+	d.warnDeadLettered(ctx, b)
 
 	// Increments go out before the trim: the commit made them true, and a
 	// failed trim must not lose them (a re-run finds the rows existing).
 	for name, n := range b.insertedByName() {
 		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
 	}
-	if b.result.DeadLettered > 0 {
-		_ = d.stats.Count(MetricDeadLettered, int64(b.result.DeadLettered), nil, 1)
+	if n := len(b.result.DeadLetters); n > 0 {
+		_ = d.stats.Count(MetricDeadLettered, int64(n), nil, 1)
 	}
 	d.reportCounted(ctx, b, time.Now())
 	// Sent now, not on the client's interval: a crash loses at most the
@@ -425,6 +423,24 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 		}
 	})
 	return step("trim", trimErr)
+}
+
+// warnDeadLettered logs each dead letter the commit stored, once: a batch
+// committed again (its trim failed, the drainer crashed) finds its dead
+// letters stored and says nothing more.
+func (d *Drainer) warnDeadLettered(ctx context.Context, b *batch) {
+	if len(b.result.DeadLetters) == 0 {
+		return
+	}
+	stored := make(map[string]bool, len(b.result.DeadLetters))
+	for _, id := range b.result.DeadLetters {
+		stored[id] = true
+	}
+	for _, dl := range b.dead {
+		if stored[dl.CorrelationID] {
+			d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
+		}
+	}
 }
 
 // marker runs the seen-cache marks of committed batches in the

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +100,30 @@ func requireOnce(t *testing.T, b *testBundle, raws ...string) {
 	var dups int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM duplicate_events`).Scan(&dups))
 	require.Zero(t, dups, "a delivery read again under another position was audited as a duplicate")
+}
+
+// TestDeadLetterWarnedOnce re-runs a batch whose commit stored a dead
+// letter but whose trim failed: the re-run finds the dead letter stored
+// and must not warn about it again.
+func TestDeadLetterWarnedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, redistest.Real)
+	b.push(t, "poison-0", "poison-1")
+	// Another drainer takes the lease while the first commits: its trim
+	// fails and the entries stay.
+	b.db.before = func(n int32) {
+		if n == 1 {
+			require.NoError(t, b.rdb.Set(ctx, rediskey.Lease(b.prefix, 0), "someone-else", time.Minute).Err())
+		}
+	}
+	b.drain(t)
+	require.Len(t, b.pending(t), 2)
+	require.NoError(t, b.rdb.Del(ctx, rediskey.Lease(b.prefix, 0)).Err())
+	b.db.before = nil
+	b.drain(t)
+	require.Empty(t, b.pending(t))
+
+	requireOnce(t, b, "poison-0", "poison-1")
+	require.Equal(t, 2, strings.Count(b.logs.String(), "event dead-lettered"), "one warning per entry")
 }

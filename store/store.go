@@ -78,7 +78,7 @@ func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchRes
 		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
 			return err
 		}
-		if res.DeadLettered, err = InsertDeadLetters(ctx, tx, w.DeadLetters); err != nil {
+		if res.DeadLetters, err = InsertDeadLetters(ctx, tx, w.DeadLetters); err != nil {
 			return err
 		}
 		return commitTracked(ctx, tx, w, &res)
@@ -181,12 +181,13 @@ func comparePairs(a, b uum.Pair) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// InsertDeadLetters stores poison entries and returns how many it stored.
-// A correlation id already stored (the same entry, re-run after a crash)
-// is skipped and not counted. Every text column goes through pgtext.Safe.
-func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int, error) {
+// InsertDeadLetters stores poison entries and returns the correlation ids
+// of those it stored. A correlation id already stored (the same entry,
+// re-run after a crash) is skipped and not returned. Every text column
+// goes through pgtext.Safe.
+func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) ([]string, error) {
 	if len(dls) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	ids := make([]string, len(dls))
 	raws := make([][]byte, len(dls))
@@ -203,14 +204,19 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) (int,
 			users[i] = pgtype.UUID{Bytes: *d.UserID, Valid: true}
 		}
 	}
-	tag, err := db.Exec(ctx, `
+	rows, err := db.Query(ctx, `
 		INSERT INTO dead_letters (correlation_id, raw, reason, event_name, user_id)
 		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[])
-		ON CONFLICT (correlation_id) DO NOTHING`, ids, raws, reasons, names, users)
+		ON CONFLICT (correlation_id) DO NOTHING
+		RETURNING correlation_id`, ids, raws, reasons, names, users)
 	if err != nil {
-		return 0, fmt.Errorf("insert dead letters: %w", err)
+		return nil, fmt.Errorf("insert dead letters: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert dead letters: %w", err)
+	}
+	return stored, nil
 }
 
 // EventLogged reports whether the pair was ever recorded.
