@@ -142,6 +142,11 @@ func decodeGeneral(raw []byte) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
+	// What decoding hides: invalid UTF-8 and unpaired surrogate escapes
+	// decode as U+FFFD. The fast path reads only plain ASCII strings.
+	if err := ValidateJSON("", raw); err != nil {
+		return Entry{}, invalid(err)
+	}
 	return Entry{Tracked: te, BufferedAt: at}, nil
 }
 

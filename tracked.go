@@ -47,8 +47,14 @@ type TrackedEvent struct {
 }
 
 // Validate checks e against the limits of TrackedEvent, now being the
-// time it is buffered. It returns a *ValidationError whose Field is
-// relative to the event ("id", "dimensions.region"); callers prefix it.
+// time it is buffered, and against everything the database refuses to
+// store: a NUL in any string, invalid UTF-8, JSON that jsonb refuses (see
+// ValidateJSON). It is the one check every entry point runs: Track and
+// POST /v1/track before buffering, the drain as it decodes an entry
+// (DecodeWire) and the dead-letter replay check, so an event accepted is
+// an event counted and an entry the drain refuses stays dead-lettered. It
+// returns a *ValidationError whose Field is relative to the event ("id",
+// "dimensions.region"); callers prefix it.
 func (e TrackedEvent) Validate(now time.Time) error {
 	if err := validateEventID(e.ID); err != nil {
 		return err
@@ -93,8 +99,11 @@ func validateOccurredAt(at, now time.Time) error {
 	if at.IsZero() {
 		return nil
 	}
+	// The wire keeps the buffered-at time to the millisecond and
+	// occurred_at in UTC: judged as the drain will read them.
+	now = time.UnixMilli(now.UnixMilli())
 	switch {
-	case at.Before(minOccurredAt) || at.Year() > 9999:
+	case at.Before(minOccurredAt) || at.UTC().Year() > 9999:
 		return &ValidationError{Field: "occurred_at", Value: at.Format(time.RFC3339Nano), Reason: "must be between 1970 and 9999"}
 	case at.After(now.Add(MaxFutureOccurredSkew)):
 		return &ValidationError{Field: "occurred_at", Value: at.Format(time.RFC3339Nano),
@@ -157,6 +166,8 @@ func validateDimensions(dims map[string]string) error {
 			return &ValidationError{Field: field, Value: v, Reason: "must be valid UTF-8"}
 		case utf8.RuneCountInString(v) > MaxDimensionValueLen:
 			return &ValidationError{Field: field, Value: v, Reason: fmt.Sprintf("must be at most %d characters, got %d", MaxDimensionValueLen, utf8.RuneCountInString(v))}
+		case strings.IndexByte(v, 0) >= 0:
+			return &ValidationError{Field: field, Value: v, Reason: "must not contain NUL (U+0000)"}
 		}
 	}
 	return nil
@@ -169,12 +180,10 @@ func validatePayload(p json.RawMessage) error {
 	switch {
 	case len(p) > MaxPayloadBytes:
 		return &ValidationError{Field: "payload", Reason: fmt.Sprintf("must be at most %d bytes encoded, got %d", MaxPayloadBytes, len(p))}
-	case !json.Valid(p):
-		return &ValidationError{Field: "payload", Value: string(p), Reason: "must be valid JSON"}
-	case !bytes.HasPrefix(bytes.TrimLeft(p, " \t\r\n"), []byte("{")):
+	case json.Valid(p) && !bytes.HasPrefix(bytes.TrimLeft(p, " \t\r\n"), []byte("{")):
 		return &ValidationError{Field: "payload", Value: string(p), Reason: "must be a JSON object"}
 	}
-	return nil
+	return ValidateJSON("payload", p)
 }
 
 // wireTracked is the version 2 wire form of a tracked event.

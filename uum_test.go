@@ -1,6 +1,7 @@
 package uum_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -563,5 +564,39 @@ func FuzzDecodeWire(f *testing.F) {
 			again.Tracked.OccurredAt = e.Tracked.OccurredAt
 		}
 		require.Equal(t, e, again)
+	})
+}
+
+// FuzzTrackedWireRoundTrip checks the promise of TrackedEvent.Validate:
+// an event it accepts is written by AppendWire as an entry the drain
+// decodes (DecodeWire) back into the same event, so an event Track
+// accepts is never dead-lettered.
+func FuzzTrackedWireRoundTrip(f *testing.F) {
+	f.Add("e1", "a", "o1", "site", "x", []byte(`{"p":1}`), int64(0), 0, int64(1_767_225_600_123_456_789))
+	f.Add("e1", "a", "", "k", "v\x00", []byte(`{"\u0000":1}`), int64(300_000), 3600, int64(1_767_225_600_999_999_999))
+	f.Add("e1", "a", "\xff", "\xfe", "\xff", []byte("{\"a\":\"\xff\"}"), int64(253_402_300_800_000), -3600, int64(1))
+	f.Fuzz(func(t *testing.T, id, typ, org, key, value string, payload []byte, occurredMs int64, zone int, nowNanos int64) {
+		now := time.Unix(0, nowNanos)
+		e := uum.TrackedEvent{ID: id, Type: typ, OrgID: org, Payload: payload}
+		if occurredMs != 0 {
+			e.OccurredAt = now.Add(time.Duration(occurredMs) * time.Millisecond).In(time.FixedZone("z", zone%86400))
+		}
+		if key != "" {
+			e.Dimensions = map[string]string{key: value}
+		}
+		if len(payload) == 0 {
+			e.Payload = nil
+		}
+		if e.Validate(now) != nil {
+			return
+		}
+		wire, err := e.AppendWire(nil, now)
+		require.NoError(t, err)
+		got, err := uum.DecodeWire(wire)
+		require.NoError(t, err, "an accepted event is never dead-lettered: %s", wire)
+		require.True(t, got.Tracked.OccurredAt.Equal(cmp.Or(e.OccurredAt, time.UnixMilli(now.UnixMilli()))))
+		require.Equal(t, e.ID, got.Tracked.ID)
+		require.Equal(t, e.OrgID, got.Tracked.OrgID)
+		require.Equal(t, e.Dimensions, got.Tracked.Dimensions)
 	})
 }

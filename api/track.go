@@ -57,8 +57,9 @@ func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
 var trackFields = []string{"id", "type", "occurred_at", "org_id", "dimensions", "payload"}
 
 // decodeTrack parses a POST /v1/track body into events, checking the JSON
-// shape here and the limits with uum.TrackedEvent.Validate (Track checks
-// them again). It returns a *uum.ValidationError naming the first bad
+// shape here, the limits with uum.TrackedEvent.Validate (Track checks
+// them again) and the JSON text as sent with uum.ValidateJSON, the rules
+// the drain applies. It returns a *uum.ValidationError naming the first bad
 // field, "events[3].id".
 func decodeTrack(body []byte, now time.Time) ([]uniqueevents.Event, error) {
 	fields, err := decodeObject("body", body)
@@ -91,6 +92,11 @@ func decodeTrack(body []byte, now time.Time) ([]uniqueevents.Event, error) {
 			if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
 				ve.Field = prefix + "." + ve.Field
 			}
+			return nil, err
+		}
+		// What decoding hid: invalid UTF-8 and unpaired surrogate
+		// escapes, which it turned into U+FFFD.
+		if err := uum.ValidateJSON(prefix, raw); err != nil {
 			return nil, err
 		}
 	}

@@ -164,6 +164,20 @@ func TestPostTrackInvalid(t *testing.T) {
 		{name: "DimensionNotString", body: trackBody(`{"id":"e1","type":"a","dimensions":{"k":1}}`), field: "events[0].dimensions.k", message: "must be a string, got 1"},
 		{name: "DimensionValueTooLong", body: trackBody(`{"id":"e1","type":"a","dimensions":{"k":"` + strings.Repeat("v", 257) + `"}}`), field: "events[0].dimensions.k", message: "at most 256"},
 		{name: "PayloadArray", body: trackBody(`{"id":"e1","type":"a","payload":[1]}`), field: "events[0].payload", message: "JSON object"},
+		// Everything Postgres refuses to store, which the drain would
+		// otherwise dead-letter after the 202.
+		{name: "NULInDimensionValue", body: trackBody(good, good, good, `{"id":"e4","type":"a","dimensions":{"site":"x\u0000"}}`), field: "events[3].dimensions.site", message: "NUL"},
+		{name: "NULInDimensionKey", body: trackBody(`{"id":"e1","type":"a","dimensions":{"\u0000":"x"}}`), field: `events[0].dimensions."\x00"`, message: "control characters"},
+		{name: "NULInType", body: trackBody(`{"id":"e1","type":"a\u0000"}`), field: "events[0].type", message: "must match"},
+		{name: "NULInOrg", body: trackBody(`{"id":"e1","type":"a","org_id":"o\u0000"}`), field: "events[0].org_id", message: "control characters"},
+		{name: "NULInPayloadValue", body: trackBody(`{"id":"e1","type":"a","payload":{"a":{"b":["\u0000"]}}}`), field: "events[0].payload.a.b[0]", message: `\u0000`},
+		{name: "NULInPayloadKey", body: trackBody(`{"id":"e1","type":"a","payload":{"a":{"\u0000":1}}}`), field: `events[0].payload.a.\u0000`, message: `\u0000`},
+		{name: "UnpairedSurrogateInPayload", body: trackBody(`{"id":"e1","type":"a","payload":{"a":"\ud800"}}`), field: "events[0].payload.a", message: "surrogate"},
+		{name: "UnpairedSurrogateInDimension", body: trackBody(`{"id":"e1","type":"a","dimensions":{"site":"\udc00"}}`), field: "events[0].dimensions.site", message: "surrogate"},
+		{name: "UnpairedSurrogateInOrg", body: trackBody(`{"id":"e1","type":"a","org_id":"\ud800x"}`), field: "events[0].org_id", message: "surrogate"},
+		{name: "InvalidUTF8InDimension", body: trackBody("{\"id\":\"e1\",\"type\":\"a\",\"dimensions\":{\"site\":\"caf\xe9\"}}"), field: "events[0].dimensions.site", message: "UTF-8"},
+		{name: "InvalidUTF8InPayload", body: trackBody("{\"id\":\"e1\",\"type\":\"a\",\"payload\":{\"a\":\"\xff\"}}"), field: "events[0].payload.a", message: "UTF-8"},
+		{name: "NumberOutOfNumericRange", body: trackBody(`{"id":"e1","type":"a","payload":{"n":1e131072}}`), field: "events[0].payload.n", message: "number Postgres can store"},
 		{name: "PayloadTooBig", body: trackBody(`{"id":"e1","type":"a","payload":{"p":"` + strings.Repeat("x", 16<<10) + `"}}`), field: "events[0].payload", message: "at most 16384 bytes"},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package dlq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -250,6 +251,40 @@ func TestQueue(t *testing.T) {
 		n, err = b.queue().Purge(ctx, 0)
 		require.NoError(t, err)
 		require.Zero(t, n)
+	})
+
+	t.Run("WhatTheDrainRefusesStaysPut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Dead letters an older drain stored after the database refused
+		// them mid-batch: the replay check once accepted them, and each
+		// replay came back as a new dead letter.
+		at := time.Now().UnixMilli()
+		raws := []string{
+			fmt.Sprintf(`{"v":2,"id":"e1","type":"a","dimensions":{"site":"x\u0000"},"buffered_at":%d}`, at),
+			fmt.Sprintf(`{"v":2,"id":"e2","type":"a","payload":{"k":"\u0000"},"buffered_at":%d}`, at),
+			fmt.Sprintf(`{"v":2,"id":"e3","type":"a","payload":{"k":"\ud800"},"buffered_at":%d}`, at),
+			fmt.Sprintf(`{"v":2,"id":"e4","type":"a","payload":{"k":1e131072},"buffered_at":%d}`, at),
+		}
+		var dls []uum.DeadLetter
+		for i, raw := range raws {
+			dls = append(dls, uum.NewDeadLetter([]byte(raw), "rejected by the database: 22P05", uum.Position{Epoch: "e", Offset: int64(i)}))
+		}
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: dls})
+		require.NoError(t, err)
+
+		stored := b.all(t, uum.DeadLetterFilter{})
+		require.Len(t, stored, len(raws))
+		err = b.queue().Replay(ctx, stored[0].ID)
+		var inv *dlq.InvalidError
+		require.ErrorAs(t, err, &inv)
+		res, err := b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{}, false, nil)
+		require.NoError(t, err)
+		require.Equal(t, dlq.BulkResult{StillInvalid: len(raws)}, res)
+		require.Len(t, b.all(t, uum.DeadLetterFilter{Status: uum.DLQOpen}), len(raws), "every one stays open")
+		n, err := b.buf.Len(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing was pushed back")
 	})
 
 	t.Run("FailedRunIsNotReplayable", func(t *testing.T) {

@@ -569,6 +569,27 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 10.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent), "each new pair counted once")
 	})
 
+	t.Run("WhatTheDatabaseWouldRefuseIsDeadLetteredBeforeTheCommit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		// Each of these was acknowledged, then refused by jsonb mid-batch
+		// and found by bisection: a commit per half, ~3 per entry.
+		at := time.Now().UnixMilli()
+		var poison []string
+		for i, field := range []string{
+			`"dimensions":{"site":"x\u0000"}`, `"payload":{"k":"\u0000"}`, `"payload":{"\u0000":1}`,
+			`"payload":{"k":"\ud800"}`, `"payload":{"k":[1e-16384]}`, `"org_id":"\udfff"`,
+			"\"dimensions\":{\"site\":\"caf\xe9\"}",
+		} {
+			poison = append(poison, fmt.Sprintf(`{"v":2,"id":"e%d","type":"a",%s,"buffered_at":%d}`, i, field, at))
+		}
+		b.requirePoisonDrained(t, poison...)
+		require.Equal(t, int32(1), b.db.calls.Load(), "one commit, no bisection")
+		for _, r := range b.deadLetterReasons(t) {
+			require.NotContains(t, r, "rejected by the database")
+		}
+	})
+
 	t.Run("ADeadLetterTheDatabaseRefusesIsStoredBare", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)

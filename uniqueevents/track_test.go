@@ -104,6 +104,45 @@ func testTrack(t *testing.T, be redistest.Backend) {
 		require.Empty(t, tracked(t, b))
 	})
 
+	t.Run("RefusesWhatTheDatabaseCannotStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		ok := uniqueevents.Event{ID: "e0", Type: "a"}
+		for field, bad := range map[string]uniqueevents.Event{
+			"events[1].dimensions.site": {ID: "e1", Type: "a", Dimensions: map[string]string{"site": "x\x00"}},
+			"events[1].payload.a[0]":    {ID: "e1", Type: "a", Payload: json.RawMessage(`{"a":["\u0000"]}`)},
+			`events[1].payload.\u0000`:  {ID: "e1", Type: "a", Payload: json.RawMessage(`{"\u0000":1}`)},
+			"events[1].payload.a":       {ID: "e1", Type: "a", Payload: json.RawMessage("{\"a\":\"\xff\"}")},
+			"events[1].payload.s":       {ID: "e1", Type: "a", Payload: json.RawMessage(`{"s":"\ud800"}`)},
+			"events[1].payload.n":       {ID: "e1", Type: "a", Payload: json.RawMessage(`{"n":1e-20000}`)},
+		} {
+			ids, err := b.client.Track(ctx, ok, bad)
+			require.Nil(t, ids)
+			requireValidationError(t, err, field)
+		}
+		require.Empty(t, b.cmds.Names())
+	})
+
+	t.Run("WhatItAcceptsTheDrainAccepts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		// At the limit of the future skew, and in a zone where the year is
+		// still 9999: the wire keeps the buffered-at time to the
+		// millisecond and occurred_at in UTC, and the drain judges those.
+		east := time.FixedZone("east", 3600)
+		events := []uniqueevents.Event{
+			{ID: "e1", Type: "a", OccurredAt: time.Now().Add(uum.MaxFutureOccurredSkew)},
+			{ID: "e2", Type: "a", OccurredAt: time.Date(10000, 1, 1, 0, 30, 0, 0, east)},
+		}
+		for _, e := range events {
+			_, err := b.client.Track(ctx, e)
+			if err != nil {
+				requireValidationError(t, err, "events[0].occurred_at")
+			}
+		}
+		tracked(t, b) // requires every buffered entry to decode
+	})
+
 	t.Run("RejectsFutureEvents", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
