@@ -35,7 +35,7 @@ func WithCounters(set *rules.Set, retention time.Duration) Option {
 	if retention <= 0 {
 		retention = DefaultWindowRetention
 	}
-	return func(d *Drainer) { d.counters, d.retention = set, retention }
+	return func(d *Drainer) { d.counters, d.retention, d.fingerprint = set, retention, set.Fingerprint() }
 }
 
 // counted is what a batch's projection did, for metrics and logs.
@@ -45,6 +45,8 @@ type counted struct {
 	late    map[string]int64 // events older than the window, per window counter
 	tooLate int64            // events older than retention: no bucket
 	oldest  time.Time        // oldest occurred_at applied
+	// unmatched are the fresh events no counter counts, per type.
+	unmatched map[string]int64
 }
 
 // merge adds o's figures, from another part of the same batch.
@@ -66,6 +68,12 @@ func (c *counted) merge(o counted) {
 			c.late = map[string]int64{}
 		}
 		c.late[k] += n
+	}
+	for k, n := range o.unmatched {
+		if c.unmatched == nil {
+			c.unmatched = map[string]int64{}
+		}
+		c.unmatched[k] += n
 	}
 	c.tooLate += o.tooLate
 	if c.oldest.IsZero() || (!o.oldest.IsZero() && o.oldest.Before(c.oldest)) {
@@ -104,6 +112,13 @@ func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projec
 				continue
 			}
 			e := t.TrackedEvent
+			if !d.counters.Counts(e.Type) {
+				if c.unmatched == nil {
+					c.unmatched = map[string]int64{}
+				}
+				c.unmatched[e.Type]++
+				continue
+			}
 			if c.oldest.IsZero() || e.OccurredAt.Before(c.oldest) {
 				c.oldest = e.OccurredAt
 			}
@@ -265,6 +280,7 @@ func (d *Drainer) reportCounted(ctx context.Context, b *batch, now time.Time) {
 	if !c.oldest.IsZero() {
 		_ = d.stats.Gauge(MetricProjectionLag, now.Sub(c.oldest).Seconds(), nil, 1)
 	}
+	d.warnUnmatched(ctx, c)
 	if n := len(b.result.Duplicates); n > 0 {
 		_ = d.stats.Count(MetricDuplicateDropped, int64(n), nil, 1)
 	}

@@ -115,6 +115,11 @@ type Drainer struct {
 	// buckets older than retention are not written.
 	counters  *rules.Set
 	retention time.Duration
+	// fingerprint is counters' (rules.Set.Fingerprint), checked against
+	// the recorded one by CheckCounters (with record) and every commit.
+	fingerprint string
+	record      CountersRecorder
+	unmatched   unmatchedTypes
 }
 
 // NewDrainer returns a drainer. stats may be nil.
@@ -385,6 +390,9 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	cctx, cancelCommit := detach(ctx, commitTimeout)
 	defer cancelCommit()
 	if err := d.commit(cctx, b); err != nil {
+		if errors.Is(err, uum.ErrCountersChanged) {
+			return d.holdTracked(b, err)
+		}
 		return step("commit", err)
 	}
 	d.warnDeadLettered(ctx, b)
@@ -517,6 +525,7 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	w := b.write()
 	w.Tracked = b.trackedWrites()
 	w.Project = d.project(b, now)
+	w.Counters = d.fingerprint
 	res, err := d.db.CommitBatch(ctx, w)
 	if err == nil {
 		b.result = res

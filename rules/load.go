@@ -101,7 +101,9 @@ func Parse(file string, data []byte, opts ...Option) (*Set, error) {
 		seen[c.Name] = n.Line
 		counters = append(counters, c)
 	}
-	return newSet(counters), nil
+	set := newSet(counters)
+	set.file = file
+	return set, nil
 }
 
 type parser struct {

@@ -57,6 +57,7 @@ type Rule struct {
 
 // Set is a validated set of counters, indexed by event type.
 type Set struct {
+	file     string // as given to Load or Parse
 	counters []*Counter
 	byName   map[string]*Counter
 	byType   map[string][]match
@@ -76,6 +77,14 @@ func newSet(counters []*Counter) *Set {
 		}
 	}
 	return s
+}
+
+// File names the file the set was read from.
+func (s *Set) File() string {
+	if s == nil {
+		return ""
+	}
+	return s.file
 }
 
 // Counters returns the counters in file order.

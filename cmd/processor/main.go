@@ -81,7 +81,10 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	drainer := deps.Drainer(names)
+	drainer, err := deps.Drainer(ctx, names)
+	if err != nil {
+		return err
+	}
 
 	if *once {
 		drain := drainer.Drain

@@ -283,6 +283,31 @@ func TestExitCode(t *testing.T) {
 		require.Contains(t, lastLogLine(t, stderr.String())["error"], "UUM_COUNTERS_FILE: "+file+":4: counters[0].window: 48h is longer than the minute buckets are kept (UUM_WINDOW_RETENTION=24h)")
 	})
 
+	t.Run("CountersFileOtherThanTheRecordedIsTwo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.countersFile(t, "counters:\n  - counterName: c\n    mode: persistent\n    rules: [{on: a, op: increment}]\n")
+		require.NoError(t, b.run(t, "-once"), "the first drainer records its file")
+		b.stdout = &testenv.Buffer{}
+		changed := b.countersFile(t, "counters:\n  - counterName: c\n    mode: persistent\n    rules: [{on: a, op: decrement}]\n")
+		tracked, err := uum.TrackedEvent{ID: "e1", Type: "a", OccurredAt: time.Now()}.AppendWire(nil, time.Now())
+		require.NoError(t, err)
+		b.push(t, string(tracked))
+
+		var stderr bytes.Buffer
+		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
+		msg := lastLogLine(t, stderr.String())["error"]
+		require.Contains(t, msg, "UUM_COUNTERS_FILE: "+changed+" has counters sha256:")
+		require.Contains(t, msg, "uumctl counters accept")
+		require.Empty(t, b.stdout.String(), "no drain ran")
+		require.Equal(t, int64(1), b.pending(t), "the tracked event waits in the buffer")
+
+		delete(b.Env, "UUM_COUNTERS_FILE")
+		stderr.Reset()
+		require.Equal(t, 2, exitCode(b.run(t, "-once"), &stderr))
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], "UUM_COUNTERS_FILE: is not set, but the drains count tracked events with counters sha256:")
+	})
+
 	t.Run("MissingCountersFileIsTwo", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

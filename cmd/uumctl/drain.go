@@ -20,7 +20,11 @@ func runDrain(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := deps.Drainer(names).Drain(ctx)
+	drainer, err := deps.Drainer(ctx, names)
+	if err != nil {
+		return err
+	}
+	sum, err := drainer.Drain(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"context"
+
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -18,11 +20,17 @@ func (a *App) Names() (*uniqueevents.Client, error) {
 // dead letter of a run that exhausted its retries (recorded by
 // HandleError, which only asynq calls). Built in one place so a run is the
 // same whoever starts it: the two copies this replaces had drifted apart.
-func (a *App) Drainer(names processor.NameChecker) *processor.Drainer {
+// It refuses to make a drainer whose counters file differs from the one
+// the database records, with a *config.Error (processor.CheckCounters).
+func (a *App) Drainer(ctx context.Context, names processor.NameChecker) (*processor.Drainer, error) {
 	cfg := a.Config
-	return processor.NewDrainer(cfg.Processor, a.Buffer, a.Seen, a.Store, a.Stats, a.logger,
+	d := processor.NewDrainer(cfg.Processor, a.Buffer, a.Seen, a.Store, a.Stats, a.logger,
 		processor.WithNames(names), processor.WithRunFailures(a.Store),
 		processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline),
 		processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
-		processor.WithCounters(a.Counters, cfg.Counters.WindowRetention))
+		processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store))
+	if err := d.CheckCounters(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
 }

@@ -41,7 +41,8 @@ func TestDrainer(t *testing.T) {
 	t.Cleanup(a.Close)
 	names, err := a.Names()
 	require.NoError(t, err)
-	d := a.Drainer(names)
+	d, err := a.Drainer(ctx, names)
+	require.NoError(t, err)
 
 	u := uum.NewUUID()
 	connected, err := uum.TrackedEvent{ID: "evt-1", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1"}}.AppendWire(nil, time.Now())
