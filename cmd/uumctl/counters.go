@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/checkpoint"
 	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/store"
 )
 
@@ -21,9 +23,98 @@ type checkpointReport struct {
 }
 
 func runCounters(ctx context.Context, c *cli, args []string) error {
-	return c.dispatch(ctx, "counters", "export FILE | restore FILE [flags]", map[string]subcommand{
-		"export": countersExport, "restore": countersRestore,
+	return c.dispatch(ctx, "counters", "export FILE | restore FILE | show | accept [flags]", map[string]subcommand{
+		"export": countersExport, "restore": countersRestore, "show": countersShow, "accept": countersAccept,
 	}, args)
+}
+
+// countersRecordReport is what counters show and accept print.
+type countersRecordReport struct {
+	// File is UUM_COUNTERS_FILE ("" when unset) and Fingerprint its
+	// counters' fingerprint.
+	File        string   `json:"file"`
+	Fingerprint string   `json:"fingerprint"`
+	Counters    []string `json:"counters"`
+	// Recorded is what the drains count tracked events with (nil: never
+	// recorded; accept: what it replaced); Matches says the file is it.
+	Recorded *uum.CountersRecord `json:"recorded"`
+	Matches  bool                `json:"matches"`
+}
+
+func countersShow(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("counters show", "\n\n"+
+		"Prints the counters the drains count tracked events with, as the database records them, and\n"+
+		"whether UUM_COUNTERS_FILE is that file. A drainer whose file is not starts with exit status 2.\n")
+	if err := c.parse(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	deps, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer deps.Close()
+	rec, ok, err := deps.Store.RecordedCounters(ctx)
+	if err != nil {
+		return fmt.Errorf("counters show: %w", err)
+	}
+	r := newRecordReport(deps.Counters, rec, ok)
+	r.Matches = !ok || r.Fingerprint == rec.Fingerprint // nothing recorded: the first drainer records its file
+	return c.printRecord(r, "recorded")
+}
+
+func countersAccept(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("counters accept", "\n\n"+
+		"Records UUM_COUNTERS_FILE as the counters the drains count tracked events with: the deliberate\n"+
+		"way to change them. Drainers with another file (or none) then refuse to start, and running\n"+
+		"ones leave tracked events in the buffer, until they are restarted with this file. Without\n"+
+		"UUM_COUNTERS_FILE it records that tracked events are counted by no counter.\n")
+	if err := c.parse(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	deps, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer deps.Close()
+	r := newRecordReport(deps.Counters, uum.CountersRecord{}, false)
+	prev, ok, err := deps.Store.AcceptCounters(ctx, uum.CountersRecord{Fingerprint: r.Fingerprint, Counters: r.Counters, RecordedBy: "uumctl counters accept"})
+	if err != nil {
+		return fmt.Errorf("counters accept: %w", err)
+	}
+	if ok {
+		r.Recorded = &prev
+	}
+	r.Matches = true
+	return c.printRecord(r, "replaced")
+}
+
+func newRecordReport(set *rules.Set, rec uum.CountersRecord, ok bool) countersRecordReport {
+	r := countersRecordReport{File: set.File(), Fingerprint: set.Fingerprint(), Counters: set.Names()}
+	if ok {
+		r.Recorded = &rec
+	}
+	return r
+}
+
+// printRecord prints r, its record under the label recorded.
+func (c *cli) printRecord(r countersRecordReport, recorded string) error {
+	file := r.File
+	if file == "" {
+		file = "(UUM_COUNTERS_FILE not set: no counter counts tracked events)"
+	}
+	rows := [][]string{
+		{"file", file},
+		{"fingerprint", store.FingerprintOrNone(r.Fingerprint)},
+		{"counters", strings.Join(r.Counters, ", ")},
+	}
+	if r.Recorded == nil {
+		rows = append(rows, []string{recorded, "nothing"})
+	} else {
+		rows = append(rows, []string{recorded, fmt.Sprintf("%s (%s) at %s by %s", store.FingerprintOrNone(r.Recorded.Fingerprint),
+			strings.Join(r.Recorded.Counters, ", "), r.Recorded.RecordedAt.UTC().Format(time.RFC3339), r.Recorded.RecordedBy)})
+	}
+	rows = append(rows, []string{"matches", strconv.FormatBool(r.Matches)})
+	return c.print(r, nil, rows)
 }
 
 func countersExport(ctx context.Context, c *cli, args []string) error {

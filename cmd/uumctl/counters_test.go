@@ -166,3 +166,64 @@ func readFile(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+func TestCountersAccept(t *testing.T) {
+	t.Parallel()
+	stack := countersStack(t)
+	other := filepath.Join(t.TempDir(), "counters.yaml")
+	require.NoError(t, os.WriteFile(other, []byte("counters:\n  - counterName: signups\n    mode: persistent\n    rules: [{on: user.signed_up, op: increment}]\n"), 0o600))
+	show := func(t *testing.T, env testenv.Env) countersRecordReport {
+		t.Helper()
+		out, code := uumctl(t, env, "counters", "show", "--json")
+		require.Equal(t, 0, code, out)
+		var r countersRecordReport
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		return r
+	}
+	drainErr := func(env testenv.Env) error {
+		return run(context.Background(), []string{"drain"}, env.Lookup, io.Discard, io.Discard)
+	}
+	withFile := func(file string) testenv.Env {
+		env := testenv.Env{}
+		for k, v := range stack.Env {
+			env[k] = v
+		}
+		if file == "" {
+			delete(env, "UUM_COUNTERS_FILE")
+		} else {
+			env["UUM_COUNTERS_FILE"] = file
+		}
+		return env
+	}
+	example, changed, none := stack.Env, withFile(other), withFile("")
+
+	r := show(t, example)
+	require.Nil(t, r.Recorded)
+	require.True(t, r.Matches)
+	require.NoError(t, drainErr(example), "the first drainer records its file")
+	r = show(t, example)
+	require.NotNil(t, r.Recorded)
+	require.Equal(t, r.Fingerprint, r.Recorded.Fingerprint)
+	exampleFP := r.Fingerprint
+
+	r = show(t, changed)
+	require.False(t, r.Matches)
+	err := drainErr(changed)
+	require.ErrorContains(t, err, `or "uumctl counters accept" is run with this file to change the counters on purpose`)
+	require.Equal(t, 2, app.ExitStatus("uumctl", err, io.Discard))
+
+	out, code := uumctl(t, changed, "counters", "accept")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "replaced     "+exampleFP)
+	require.NoError(t, drainErr(changed))
+	require.Error(t, drainErr(example), "the old file is refused now")
+	require.Error(t, drainErr(none))
+
+	out, code = uumctl(t, none, "counters", "accept", "--json")
+	require.Equal(t, 0, code, out)
+	var accepted countersRecordReport
+	require.NoError(t, json.Unmarshal([]byte(out), &accepted))
+	require.Empty(t, accepted.Fingerprint, "counting switched off on purpose")
+	require.NoError(t, drainErr(none))
+	require.ErrorContains(t, drainErr(changed), "switched off on purpose")
+}

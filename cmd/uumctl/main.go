@@ -54,7 +54,7 @@ var commands = map[string]command{
 	"dlq":       {"dead-letter queue: ls, show, replay, rm", runDLQ},
 	"reconcile": {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
 	"backfill":  {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
-	"counters":  {"checkpoint the persistent counters: export FILE, restore FILE", runCounters},
+	"counters":  {"checkpoint the persistent counters (export FILE, restore FILE); show, accept the counters file", runCounters},
 }
 
 func usage(w io.Writer) {
