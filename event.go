@@ -107,7 +107,7 @@ func DecodeWire(raw []byte) (Entry, error) {
 func decodeGeneral(raw []byte) (Entry, error) {
 	var w wireEntry
 	if err := json.Unmarshal(raw, &w); err != nil {
-		if _, ok := err.(*json.UnmarshalTypeError); ok {
+		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 			return Entry{}, &DecodeError{Reason: "not a JSON object"}
 		}
 		return Entry{}, &DecodeError{Reason: "invalid JSON: " + err.Error()}

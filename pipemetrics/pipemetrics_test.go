@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -237,7 +238,7 @@ func TestPrometheus(t *testing.T) {
 func scrape(t *testing.T, m *Metrics, counts CountReader) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	PrometheusHandler(m, counts, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	PrometheusHandler(m, counts, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	return rec.Body.String()
 }

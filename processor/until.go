@@ -34,7 +34,7 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 			break
 		}
 	}
-	if context.Cause(runCtx) == errTimeLimit {
+	if errors.Is(context.Cause(runCtx), errTimeLimit) {
 		d.logger.InfoContext(ctx, "drain stopped: time limit reached", "limit", limit.String())
 	}
 	// The last run's depth may predate the time limit or be unknown (a

@@ -82,7 +82,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithCounters(deps.Counters, deps.Store),
 		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL))
 
-	ln, err := net.Listen("tcp", cfg.API.Addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.API.Addr)
 	if err != nil {
 		return fmt.Errorf("UUM_API_ADDR: %w", err)
 	}

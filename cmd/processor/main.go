@@ -148,7 +148,7 @@ func serveHealth(ctx context.Context, addr string, deps *app.App, logger *slog.L
 	if addr == "" {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("UUM_PROCESSOR_HEALTH_ADDR: %w", err)
 	}

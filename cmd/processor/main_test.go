@@ -442,7 +442,10 @@ func TestRunServiceHealth(t *testing.T) {
 	case <-time.After(runTimeout):
 		t.Fatal("run did not return after cancel")
 	}
-	_, err = http.Get("http://" + addr + "/healthz")
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err, "the health endpoint stops with the service")
 }
 

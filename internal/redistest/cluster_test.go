@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/uumhq/uum/internal/redistest"
 )
 
