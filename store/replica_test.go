@@ -16,6 +16,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/store"
 )
@@ -173,38 +174,6 @@ func TestReplicaRefusingConnectionsFallsBack(t *testing.T) {
 	require.True(t, ok, "read from the primary")
 }
 
-// hungServer accepts TCP connections and never answers, like a replica
-// whose host froze or sits behind a partition (no RST). It returns its
-// address and how many connections it accepted.
-func hungServer(t *testing.T) (string, *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var accepted atomic.Int32
-	conns := make(chan net.Conn, 64)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			conns <- c
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		close(conns)
-		for c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String(), &accepted
-}
-
 // TestHungReplicaFallsBack: a replica that accepts and never answers
 // costs a read its own timeout (default 2 s), not the caller's deadline;
 // the read is answered by the primary, the replica is marked down, and
@@ -217,8 +186,8 @@ func TestHungReplicaFallsBack(t *testing.T) {
 	_, err := store.InsertPairs(ctx, primary, []uum.Pair{p})
 	require.NoError(t, err)
 
-	addr, accepted := hungServer(t)
-	cfg, err := pgxpool.ParseConfig("postgres://uum@" + addr + "/uum?sslmode=disable")
+	hung := redistest.Silent(t)
+	cfg, err := pgxpool.ParseConfig("postgres://uum@" + hung.Addr() + "/uum?sslmode=disable")
 	require.NoError(t, err)
 	replica, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
@@ -235,7 +204,7 @@ func TestHungReplicaFallsBack(t *testing.T) {
 	ok, err := st.EventLogged(rctx, p)
 	require.NoError(t, err)
 	require.True(t, ok, "answered by the primary")
-	require.Equal(t, int32(1), accepted.Load(), "the replica was tried")
+	require.Equal(t, 1, hung.Accepted(), "the replica was tried")
 	require.Contains(t, logs.String(), "read replica unavailable")
 	require.Contains(t, logs.String(), "no answer within 2s")
 	require.Equal(t, 1.0, statsdtest.Sum(stats.Metrics(), store.MetricReplicaDown))
@@ -243,7 +212,7 @@ func TestHungReplicaFallsBack(t *testing.T) {
 	counts, err := st.UniqueCounts(ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, []uum.Count{{EventName: "a", UniqueUsers: 1}}, counts)
-	require.Equal(t, int32(1), accepted.Load(), "marked down: not tried again within 10 s")
+	require.Equal(t, 1, hung.Accepted(), "marked down: not tried again within 10 s")
 }
 
 // TestReplicaTimeoutKeepsTheCallersDeadline: when the caller's own
@@ -253,8 +222,7 @@ func TestReplicaTimeoutKeepsTheCallersDeadline(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	primary, _ := dbtest.Schema(t)
-	addr, _ := hungServer(t)
-	cfg, err := pgxpool.ParseConfig("postgres://uum@" + addr + "/uum?sslmode=disable")
+	cfg, err := pgxpool.ParseConfig("postgres://uum@" + redistest.SilentServer(t) + "/uum?sslmode=disable")
 	require.NoError(t, err)
 	replica, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,10 +195,22 @@ func DeleteKeys(ctx context.Context, t testing.TB, rdb *redis.Client, pattern st
 
 // SilentServer accepts TCP connections and never answers: a Redis that
 // hangs. It returns the address; everything is closed when t ends.
-func SilentServer(t testing.TB) string {
+func SilentServer(t testing.TB) string { return Silent(t).Addr() }
+
+// SilentListener is a TCP server that accepts connections and never
+// answers: any service (Redis, Postgres) whose host froze or sits behind
+// a partition, which sends no RST.
+type SilentListener struct {
+	ln       net.Listener
+	accepted atomic.Int32
+}
+
+// Silent starts a SilentListener; everything is closed when t ends.
+func Silent(t testing.TB) *SilentListener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	s := &SilentListener{ln: ln}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -209,6 +222,7 @@ func SilentServer(t testing.TB) string {
 			if err != nil {
 				return
 			}
+			s.accepted.Add(1)
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
@@ -223,5 +237,11 @@ func SilentServer(t testing.TB) string {
 			_ = c.Close()
 		}
 	})
-	return ln.Addr().String()
+	return s
 }
+
+// Addr returns the address clients connect to.
+func (s *SilentListener) Addr() string { return s.ln.Addr().String() }
+
+// Accepted returns how many connections it accepted.
+func (s *SilentListener) Accepted() int { return int(s.accepted.Load()) }
