@@ -254,9 +254,10 @@ func requireJSON(t testing.TB, rec *httptest.ResponseRecorder, status int, v any
 
 type errorBody struct {
 	Error struct {
-		Code    string `json:"code"`
-		Field   string `json:"field"`
-		Message string `json:"message"`
+		Code          string `json:"code"`
+		Field         string `json:"field"`
+		Message       string `json:"message"`
+		MaybeBuffered *bool  `json:"maybe_buffered"`
 	} `json:"error"`
 }
 
@@ -405,6 +406,27 @@ func TestPostEvents(t *testing.T) {
 		requireError(t, rec, http.StatusServiceUnavailable, "unavailable", "")
 		require.Contains(t, b.logs.String(), "connection refused")
 		require.NotContains(t, rec.Body.String(), "connection refused")
+	})
+
+	// A push that timed out after it was sent may have buffered the
+	// events: the 503 says so, and says so only then.
+	t.Run("BufferFailureSaysWhetherItMayHaveBuffered", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct {
+			err   error
+			maybe bool
+		}{
+			{fmt.Errorf("push 2 entries: %w: %w", uniqueevents.ErrMaybeBuffered, errors.New("read tcp: i/o timeout")), true},
+			{errors.New("push 2 entries: dial tcp 127.0.0.1:6379: connection refused"), false},
+		} {
+			for route, body := range map[string]string{"/v1/events": eventsBody(""), "/v1/track": `{"events":[{"id":"e1","type":"a"}]}`} {
+				b := setup(t)
+				b.pusher.err = tt.err
+				got := requireError(t, call(b.real, http.MethodPost, route, ingestToken, body), http.StatusServiceUnavailable, "unavailable", "")
+				require.NotNil(t, got.Error.MaybeBuffered, route)
+				require.Equal(t, tt.maybe, *got.Error.MaybeBuffered, "%s: %v", route, tt.err)
+			}
+		}
 	})
 
 	t.Run("PayloadTooLarge", func(t *testing.T) {

@@ -28,7 +28,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case writeInvalid(w, err):
 	case err != nil:
-		s.unavailable(w, r, "event buffer", err)
+		s.bufferFailed(w, r, err)
 	case len(buffered) == 0:
 		writeList(w, http.StatusOK, "buffered_events", []string{}) // logging is disabled
 	default:

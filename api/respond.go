@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/uniqueevents"
 )
 
 // errorBody is the JSON of every error response.
@@ -24,6 +25,9 @@ type errorDetail struct {
 	Code    string `json:"code"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// MaybeBuffered, on an ingest route's 503, says whether the events
+	// may be buffered all the same (the push timed out after it was sent).
+	MaybeBuffered *bool `json:"maybe_buffered,omitempty"`
 }
 
 // writeJSON writes v as the JSON response with status. Markup is not
@@ -105,12 +109,31 @@ func invalidMessage(ve *uum.ValidationError) string {
 // unavailable logs why a dependency failed op and answers 503. A request
 // its client abandoned is not worth an error log.
 func (s *server) unavailable(w http.ResponseWriter, r *http.Request, op string, err error) {
+	s.logUnavailable(r, op, err)
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "", op+" is unavailable, retry later")
+}
+
+// bufferFailed is unavailable for a failed push, saying whether the
+// events may be buffered all the same: a client that must not lose them
+// retries either way, and the drain counts a retried pair or event id
+// once.
+func (s *server) bufferFailed(w http.ResponseWriter, r *http.Request, err error) {
+	const op = "event buffer"
+	s.logUnavailable(r, op, err)
+	maybe := errors.Is(err, uniqueevents.ErrMaybeBuffered)
+	msg := op + " is unavailable, retry later; nothing was buffered"
+	if maybe {
+		msg = op + " did not answer in time, retry later; the events may have been buffered"
+	}
+	writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorDetail{Code: "unavailable", Message: msg, MaybeBuffered: &maybe}})
+}
+
+func (s *server) logUnavailable(r *http.Request, op string, err error) {
 	level := slog.LevelError
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		level = slog.LevelInfo
 	}
 	s.logger.Log(r.Context(), level, op+" failed", "error", err, "request_id", requestIDOf(r.Context()))
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "", op+" is unavailable, retry later")
 }
 
 // logRequest logs a request once it is answered: its route pattern, never

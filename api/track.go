@@ -21,7 +21,8 @@ const maxTrackBodyBytes = 1 << 20
 
 // postTrack buffers tracked events: POST /v1/track with
 // {"events":[{"id","type","occurred_at","org_id","dimensions","payload"}...]}.
-// All events are buffered, in one push, or none.
+// All events are buffered, in one push, or none; a 503 says whether they
+// may have been (maybe_buffered).
 func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
 	if !requireJSONBody(w, r) {
 		return
@@ -44,7 +45,7 @@ func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case writeInvalid(w, err):
 	case err != nil:
-		s.unavailable(w, r, "event buffer", err)
+		s.bufferFailed(w, r, err)
 	case len(ids) == 0:
 		writeList(w, http.StatusOK, "accepted", []string{}) // logging is disabled
 	default:

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -45,16 +46,39 @@ func New(rdb redis.UniversalClient, prefix string, shard int) *List {
 // Key returns the Redis key of the list, for logs and operators.
 func (l *List) Key() string { return l.key }
 
+// ErrMaybeBuffered is wrapped by the error of a push whose LPUSH may have
+// run in Redis although the push failed: the command was sent and its
+// reply was lost (a timeout, a connection cut). Its entries may be in the
+// buffer, all of them, and will then be drained. A push error without it
+// buffered nothing: Redis refused the command, or it was never sent.
+var ErrMaybeBuffered = errors.New("uum: the entries may have been buffered")
+
 // Push appends entries to the list in one LPUSH, so a call's events are
-// buffered all together or not at all.
+// buffered all together or not at all. An error wraps ErrMaybeBuffered
+// when the LPUSH may have run.
 func (l *List) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	if err := l.rdb.LPush(ctx, l.key, lpushArgs(entries)...).Err(); err != nil {
-		return fmt.Errorf("push %d entries: %w", len(entries), err)
+		return pushFailed(len(entries), err)
 	}
 	return nil
+}
+
+// pushFailed is the error of an LPUSH of n entries that failed with err,
+// wrapping ErrMaybeBuffered unless the command certainly did not run:
+// Redis answered it with an error (LPUSH is atomic), or it was never sent
+// (no connection could be made or taken). Anything else, a timeout
+// included, may have come after Redis ran it.
+func pushFailed(n int, err error) error {
+	_, refused := errors.AsType[redis.Error](err)
+	op, isOp := errors.AsType[*net.OpError](err)
+	unsent := isOp && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	if refused || unsent {
+		return pushErr(n, err)
+	}
+	return pushErr(n, fmt.Errorf("%w: %w", ErrMaybeBuffered, err))
 }
 
 // lpushArgs turns entries into LPUSH's arguments.

@@ -108,7 +108,8 @@ func NewCoalescer(l *List, cfg CoalescerConfig) *Coalescer {
 // flush took it is withdrawn, never sent, and returns ctx's error, so a
 // caller told "failed" finds nothing buffered. Once its flush started it
 // returns the flush's result, whatever ctx does: every call in a failed
-// flush gets the error.
+// flush gets the error, wrapping ErrMaybeBuffered when the LPUSH may have
+// run (its reply was lost or came too late).
 func (c *Coalescer) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
@@ -262,7 +263,7 @@ func (c *Coalescer) flush(batch []*pushReq) {
 	}
 	for _, r := range batch {
 		if err != nil {
-			r.done <- pushErr(len(r.entries), err)
+			r.done <- pushFailed(len(r.entries), err)
 		} else {
 			r.done <- nil
 		}

@@ -13,12 +13,14 @@ import (
 // limits.
 type Event = uum.TrackedEvent
 
-// Track buffers events, one entry each, in one LPUSH: all of them or, on
-// any error, none. It returns the ids buffered, in order, or an empty list
-// when logging is disabled. Each event's id must be globally unique; the drain
-// registers it and drops later deliveries of the same id as duplicates, so
-// retrying a Track call that failed or timed out is safe. A zero
-// OccurredAt means now.
+// Track buffers events, one entry each, in one LPUSH: all of them or
+// none. It returns the ids buffered, in order, or an empty list when
+// logging is disabled. A failed push returns an error; one wrapping
+// ErrMaybeBuffered (a timeout after the LPUSH was sent) may have buffered
+// them all the same, any other buffered none. Each event's id must be
+// globally unique; the drain registers it and drops later deliveries of
+// the same id as duplicates, so retrying a Track call that failed or
+// timed out is safe. A zero OccurredAt means now.
 //
 // It returns a *uum.ValidationError naming the first bad field
 // ("events[3].id") for bad input, and buffers nothing. When logging is

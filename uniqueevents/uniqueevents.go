@@ -24,6 +24,7 @@ import (
 	"github.com/DataDog/datadog-go/v5/statsd"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 )
 
@@ -37,6 +38,14 @@ const MetricLogDuration = "uum.unique_user_metrics.log_events.duration"
 
 // ErrNoDefault is returned by the package-level functions before SetDefault.
 var ErrNoDefault = errors.New("uum: no default uniqueevents client (call uniqueevents.SetDefault)")
+
+// ErrMaybeBuffered is wrapped by the error of a LogEvents or Track call
+// whose push failed after it may have run in Redis: the LPUSH was sent and
+// its reply was lost or came after UUM_PUSH_TIMEOUT. Its entries may then
+// all be buffered, and will be counted. Retrying is safe: a pair already
+// counted, or a tracked event id already registered, counts once. Any
+// other push error buffered nothing.
+var ErrMaybeBuffered = buffer.ErrMaybeBuffered
 
 // Limits of one LogEvents call. They bound the work and the size of the
 // LPUSH that one call, and so one HTTP request, can cause; a call over a
@@ -65,8 +74,9 @@ type User struct {
 // *buffer.Coalescer implement it.
 type Buffer interface {
 	// Push appends entries to the buffer in one LPUSH, so a call's events
-	// are buffered all together or not at all. An error means they may
-	// not have been buffered: Redis failed or ctx ended first.
+	// are buffered all together or not at all. An error wrapping
+	// ErrMaybeBuffered means the LPUSH may have run (its reply was lost or
+	// late); any other error means nothing was buffered.
 	Push(ctx context.Context, entries [][]byte) error
 }
 
@@ -237,7 +247,9 @@ func (c *Client) LogEvent(ctx context.Context, user User, name string, opts ...O
 // each followed by its facility variants. All of them go to Redis in one
 // LPUSH. Any invalid input, or a call over one of the limits (MaxEventNames,
 // MaxFacilityIDs, MaxEntries), returns a *uum.ValidationError and pushes
-// nothing. When logging is disabled it returns an empty list.
+// nothing. A failed push returns an error, wrapping ErrMaybeBuffered when
+// the entries may be buffered all the same. When logging is disabled it
+// returns an empty list.
 func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
 	start := time.Now()
 	now := start // the buffered-at time of every entry
