@@ -3,7 +3,8 @@
 // historical rows and checkpoint the persistent counters. It reads the
 // same UUM_* environment as the services.
 // Output is a human table by default and JSON with --json; the exit status
-// is 0 on success, 1 on failure and 2 on a usage or configuration error.
+// is 0 on success, 1 on failure, 2 on a usage or configuration error and 3
+// when reconcile --dry-run finds drift.
 //
 // Subcommands use the standard flag package, one FlagSet each: the
 // command set is small and flag gives -h on every command for free, so a
@@ -17,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -29,9 +31,37 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	status := execute(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
-	os.Exit(app.ExitStatus("uumctl", err, os.Stderr))
+	os.Exit(status)
+}
+
+// execute runs the command, reports its error on stderr and returns the
+// exit status: 0 ok, 1 failure, 2 usage or configuration error, 3 drift
+// that reconcile --dry-run found. The error is a line for a person,
+// "uumctl: <error>" (one per line of a multi-line error); with --json it
+// is the JSON line the services end with.
+func execute(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
+	c := &cli{lookup: lookup, stdout: stdout, stderr: stderr}
+	err := c.run(ctx, args)
+	if err == nil {
+		return 0
+	}
+	status := app.ExitCode(err)
+	if errors.Is(err, errDrift) {
+		status = 3
+	}
+	if c.json {
+		app.Logger(stderr, "uumctl", slog.LevelInfo).Error("exiting", "error", err.Error(), "exit_status", status)
+		return status
+	}
+	for line := range strings.Lines(err.Error()) {
+		fmt.Fprintf(stderr, "uumctl: %s", line)
+		if !strings.HasSuffix(line, "\n") {
+			fmt.Fprintln(stderr)
+		}
+	}
+	return status
 }
 
 // cli is what every command gets.
@@ -67,25 +97,30 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --json and --help. Configuration: the UUM_* variables (see README).")
+	fmt.Fprintln(w, "\nEvery command takes --json and --help. Exit status: 0 ok, 1 failure, 2 usage or\nconfiguration error, 3 drift found by reconcile --dry-run. Configuration: the UUM_*\nvariables (docs/operations.md).")
 }
 
+// run runs the command args name and returns its error unreported.
 func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
+	return (&cli{lookup: lookup, stdout: stdout, stderr: stderr}).run(ctx, args)
+}
+
+func (c *cli) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		usage(stderr)
+		usage(c.stderr)
 		return fmt.Errorf("%w: no command", app.ErrUsage)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage(stdout)
+		usage(c.stdout)
 		return nil
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		usage(stderr)
+		usage(c.stderr)
 		return fmt.Errorf("%w: unknown command %q", app.ErrUsage, args[0])
 	}
-	return cmd.run(ctx, &cli{lookup: lookup, stdout: stdout, stderr: stderr}, args[1:])
+	return cmd.run(ctx, c, args[1:])
 }
 
 // subcommand is one subcommand of a command group (dlq ls, counters

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,9 +29,16 @@ func TestMain(m *testing.M) {
 // uumctl runs the command and returns stdout and the exit status.
 func uumctl(t *testing.T, env testenv.Env, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := uumctlErr(t, env, args...)
+	return out, code
+}
+
+// uumctlErr is uumctl that also returns stderr.
+func uumctlErr(t *testing.T, env testenv.Env, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	err := run(context.Background(), args, env.Lookup, &out, &errOut)
-	return out.String(), app.ExitStatus("uumctl", err, &errOut)
+	status = execute(context.Background(), args, env.Lookup, &out, &errOut)
+	return out.String(), errOut.String(), status
 }
 
 func TestUumctl(t *testing.T) {
@@ -122,14 +130,37 @@ func TestUumctl(t *testing.T) {
 	require.Contains(t, out, "no drift")
 	_, err := stack.Pool.Exec(ctx, `UPDATE unique_event_totals SET unique_users = 9 WHERE event_name = 'known'`)
 	require.NoError(t, err)
-	out, code = uumctl(t, stack.Env, "reconcile", "--dry-run")
-	require.Equal(t, 0, code, out)
+	out, errOut, code := uumctlErr(t, stack.Env, "reconcile", "--dry-run")
+	require.Equal(t, 3, code, "a dry run that finds drift fails: %s", out)
 	require.Contains(t, out, "dry run")
+	require.Contains(t, errOut, "uumctl: drift found: 1 total(s) differ from their rows")
 	out, code = uumctl(t, stack.Env, "reconcile")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "repaired")
 	out, _ = uumctl(t, stack.Env, "reconcile")
 	require.Contains(t, out, "no drift")
+}
+
+// TestErrorsAreForPeople: an error is a line a person reads, naming what
+// is wrong; the JSON line the services write only with --json.
+func TestErrorsAreForPeople(t *testing.T) {
+	t.Parallel()
+	env := testenv.Env{"UUM_BATCH_SIZE": "0"}
+	_, errOut, code := uumctlErr(t, env, "status")
+	require.Equal(t, 2, code)
+	require.Equal(t, "uumctl: UUM_BATCH_SIZE: must be a positive integer, got \"0\"\n", errOut)
+
+	_, errOut, code = uumctlErr(t, env, "status", "--json")
+	require.Equal(t, 2, code)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(errOut), &line), "one JSON line: %q", errOut)
+	require.Equal(t, "exiting", line["msg"])
+	require.Equal(t, "UUM_BATCH_SIZE: must be a positive integer, got \"0\"", line["error"])
+	require.Equal(t, 2.0, line["exit_status"])
+
+	_, errOut, code = uumctlErr(t, testenv.Env{}, "bogus")
+	require.Equal(t, 2, code)
+	require.True(t, strings.HasSuffix(errOut, "uumctl: usage: unknown command \"bogus\"\n"), "%q", errOut)
 }
 
 func TestUsage(t *testing.T) {

@@ -2,11 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/uumhq/uum/reconcile"
 )
+
+// errDrift is reconcile --dry-run's finding: totals that differ from
+// their rows (exit status 3).
+var errDrift = errors.New("drift found")
 
 func runReconcile(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("reconcile", "")
@@ -35,5 +40,13 @@ func runReconcile(ctx context.Context, c *cli, args []string) error {
 		}
 		rows[i] = []string{d.EventName, strconv.FormatInt(d.Stored, 10), strconv.FormatInt(d.Actual, 10), strconv.FormatInt(d.Diff(), 10), action}
 	}
-	return c.print(rep, []string{"EVENT", "BEFORE", "AFTER", "DIFF", ""}, rows)
+	if err := c.print(rep, []string{"EVENT", "BEFORE", "AFTER", "DIFF", ""}, rows); err != nil {
+		return err
+	}
+	if *dry && len(rep.Drift) > 0 {
+		// A dry run that finds drift fails, so a cron job or a script
+		// notices; a repairing run did what it was asked.
+		return fmt.Errorf("%w: %d total(s) differ from their rows; run uumctl reconcile to repair them", errDrift, len(rep.Drift))
+	}
+	return nil
 }

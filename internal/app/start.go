@@ -139,14 +139,23 @@ func ExitStatus(bin string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	status := 1
-	_, isConfig := errors.AsType[*config.Error](err)
-	_, isSchema := errors.AsType[*store.SchemaError](err)
-	if isConfig || isSchema || errors.Is(err, ErrUsage) {
-		status = 2
-	}
+	status := ExitCode(err)
 	Logger(stderr, bin, slog.LevelInfo).Error("exiting", "error", err.Error(), "exit_status", status)
 	return status
+}
+
+// ExitCode is ExitStatus without the log line.
+func ExitCode(err error) int {
+	_, isConfig := errors.AsType[*config.Error](err)
+	_, isSchema := errors.AsType[*store.SchemaError](err)
+	switch {
+	case err == nil:
+		return 0
+	case isConfig || isSchema || errors.Is(err, ErrUsage):
+		return 2
+	default:
+		return 1
+	}
 }
 
 // Logger returns the process logger: JSON lines on w from level up, each
