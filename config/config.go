@@ -121,7 +121,7 @@ type Events struct {
 	Names []string `env:"UUM_EVENT_NAMES" desc:"Comma-separated allowed event names; empty allows any valid name."`
 	// TrackedFacilityIDs are the 3-digit Oracle Health facility ids that get
 	// facility variants of events, in the configured order.
-	TrackedFacilityIDs []string `env:"UUM_TRACKED_FACILITY_IDS" desc:"Comma-separated 3-digit Oracle Health facility ids that get facility variants."`
+	TrackedFacilityIDs []string `env:"UUM_TRACKED_FACILITY_IDS" desc:"Comma-separated 3-digit facility ids that get facility variants."`
 	// FacilityTrackedEvents are the event names that get facility
 	// variants, each at most MaxFacilityTrackedEventLen characters.
 	FacilityTrackedEvents []string `env:"UUM_FACILITY_TRACKED_EVENTS" desc:"Comma-separated event names (at most 38 characters) that get facility variants."`

@@ -102,18 +102,18 @@ func ExampleOpen() {
 	uniqueevents.SetDefault(client) // like slog.SetDefault
 
 	// In a request handler:
-	user := uniqueevents.User{ID: "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f", FacilityIDs: []string{"757"}}
-	names, err := uniqueevents.LogEvents(ctx, user, []string{"mhv_landing_page_accessed"})
+	user := uniqueevents.User{ID: "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f", FacilityIDs: []string{"101"}}
+	names, err := uniqueevents.LogEvents(ctx, user, []string{"page_viewed"})
 	if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
 		log.Printf("bad input in %s: %s", ve.Field, ve.Reason) // a 400 naming ve.Field
 	}
 	fmt.Println(names, err)
 
 	// Explicit mode: a variant for each given facility that is tracked and the user's.
-	names, err = uniqueevents.LogEvents(ctx, user, []string{"rx_refill"}, uniqueevents.WithEventFacilities("757"))
+	names, err = uniqueevents.LogEvents(ctx, user, []string{"report_exported"}, uniqueevents.WithEventFacilities("101"))
 	fmt.Println(names, err)
 
 	// True once the processor has drained the event.
-	logged, err := uniqueevents.EventLogged(ctx, user.ID, "mhv_landing_page_accessed")
+	logged, err := uniqueevents.EventLogged(ctx, user.ID, "page_viewed")
 	fmt.Println(logged, err)
 }
