@@ -302,8 +302,9 @@ func (d DeadLetter) Bare() DeadLetter {
 // Later stages (counter rules, event-id registry, minute buckets) add
 // fields here so they commit atomically with the pairs.
 type BatchWrite struct {
-	// Pairs are deduplicated pairs the seen-cache did not know.
-	Pairs []Pair
+	// Pairs are deduplicated pairs the seen-cache did not know, each with
+	// the earliest buffered time the batch holds for it.
+	Pairs []DatedPair
 	// DeadLetters are the poison entries of the batch.
 	DeadLetters []DeadLetter
 	// Names are event names the batch registers: new names it counts.

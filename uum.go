@@ -68,8 +68,10 @@ type Pair struct {
 	Name   string
 }
 
-// DatedPair is a pair with the time it was first logged: a row of a
-// backfill from historical logs.
+// DatedPair is a pair with its first-seen time: when the producer
+// buffered its first entry (the drain's pairs), or when an older system
+// logged it (a backfill's rows). A zero CreatedAt, from an entry that does
+// not carry its buffered time (wire version 1), means the commit time.
 type DatedPair struct {
 	Pair
 	CreatedAt time.Time

@@ -2,9 +2,10 @@
 // rows, one JSON object a line, straight into Postgres: for migrating the
 // pairs an older system logged. It streams its input in batches, each one
 // transaction that registers the batch's new event names, inserts the
-// pairs that do not exist yet and adds those to the per-event totals, so a
-// run can be repeated, or resumed after a failure, without counting a pair
-// twice.
+// pairs that do not exist yet and adds those to the per-event totals, and
+// moves the first-seen time of a recorded pair earlier when the line's is
+// earlier (never later), so a run can be repeated, or resumed after a
+// failure, without counting a pair twice. The per-day counts follow both.
 //
 // An invalid line (bad JSON, user id, event name or time; a name today's
 // policy refuses) is reported with its line number and skipped; the run
@@ -33,10 +34,12 @@ type Store interface {
 	// RegisteredNames reports which of names are registered and how many
 	// are in all.
 	RegisteredNames(ctx context.Context, names []string) (known map[string]bool, total int64, err error)
-	// Backfill registers names and inserts the rows that do not exist,
-	// adding them to the totals, in one transaction; it returns how many
-	// it inserted. The rows' pairs are distinct.
-	Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (int, error)
+	// Backfill registers names, inserts the rows that do not exist,
+	// adding them to the totals, and moves the first-seen time of those
+	// recorded with a later one to the row's, in one transaction; it
+	// returns how many it inserted and how many it moved. The rows' pairs
+	// are distinct.
+	Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (inserted, moved int, err error)
 }
 
 // NameChecker applies the event-name policy (UUM_EVENT_NAMES), as the drain
@@ -90,13 +93,16 @@ func (e *InvalidLineError) Error() string {
 // Invalid + Blank once the run is complete: a pair repeated in the input is
 // already present the second time.
 type Summary struct {
-	Lines          int64         `json:"lines"`
-	Inserted       int64         `json:"inserted"`
-	AlreadyPresent int64         `json:"already_present"`
-	Invalid        int64         `json:"invalid"`
-	Blank          int64         `json:"blank"`
-	Batches        int64         `json:"batches"`
-	Elapsed        time.Duration `json:"-"`
+	Lines          int64 `json:"lines"`
+	Inserted       int64 `json:"inserted"`
+	AlreadyPresent int64 `json:"already_present"`
+	// MovedEarlier are the already present pairs whose first-seen time
+	// the line moved earlier.
+	MovedEarlier int64         `json:"moved_earlier"`
+	Invalid      int64         `json:"invalid"`
+	Blank        int64         `json:"blank"`
+	Batches      int64         `json:"batches"`
+	Elapsed      time.Duration `json:"-"`
 }
 
 // Loader loads input into a store.
@@ -243,12 +249,13 @@ func (l *Loader) flush(ctx context.Context, sum *Summary, b *batch) error {
 		return err
 	}
 	rows := b.distinct()
-	inserted, err := l.store.Backfill(ctx, newNames, rows)
+	inserted, moved, err := l.store.Backfill(ctx, newNames, rows)
 	if err != nil {
 		return err
 	}
 	sum.Batches++
 	sum.Inserted += int64(inserted)
+	sum.MovedEarlier += int64(moved)
 	sum.AlreadyPresent += int64(b.len() - inserted)
 	if l.opt.Progress != nil {
 		l.opt.Progress(*sum)

@@ -126,7 +126,7 @@ func TestLoad(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		drained := uum.Pair{UserID: uum.NewUUID(), Name: "login"}
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{drained}})
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(drained)})
 		require.NoError(t, err)
 		fresh := uum.NewUUID()
 		sum, err := b.load(t, nil, backfill.Options{},
@@ -137,7 +137,18 @@ func TestLoad(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), sum.Inserted)
 		require.Equal(t, int64(2), sum.AlreadyPresent)
+		require.Equal(t, int64(1), sum.MovedEarlier, "the drained pair's older time")
 		require.Equal(t, map[string]int64{"login": 2}, b.totals(t))
+		var drainedAt time.Time
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1`, [16]byte(drained.UserID)).Scan(&drainedAt))
+		require.True(t, now.Add(-time.Hour).Equal(drainedAt), "moved earlier: %s", drainedAt)
+
+		// A later time moves nothing back.
+		sum, err = b.load(t, nil, backfill.Options{}, line(drained.UserID, "login", now.Add(-time.Minute)))
+		require.NoError(t, err)
+		require.Equal(t, int64(0), sum.MovedEarlier)
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1`, [16]byte(drained.UserID)).Scan(&drainedAt))
+		require.True(t, now.Add(-time.Hour).Equal(drainedAt), "never later: %s", drainedAt)
 		var got time.Time
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1`, [16]byte(fresh)).Scan(&got))
 		require.True(t, now.Add(-2*time.Hour).Equal(got), "the earliest time of a repeated pair: %s", got)

@@ -25,7 +25,10 @@ type batch struct {
 	pairs      []uum.Pair       // distinct pairs, first occurrence first
 	unseen     []uum.Pair       // pairs the seen-cache did not know
 	cacheSeq   int64            // drain sequence the seen-cache answered under
-	result     uum.BatchResult  // what the commit changed
+	// firstAt is the earliest buffered time of each pair's entries, for
+	// the pairs any entry of which carries one: its first-seen time.
+	firstAt map[uum.Pair]time.Time
+	result  uum.BatchResult // what the commit changed
 	// newNames are names the commit registers (the name cap admitted them).
 	newNames []string
 	// over are the names the name cap refused, dead-lettered with
@@ -69,17 +72,30 @@ type trackedEntry struct {
 	index int
 }
 
-// dedupe keeps the first occurrence of each pair.
+// dedupe keeps the first occurrence of each pair, and the earliest
+// buffered time of its entries: producers' clocks differ a little, so the
+// first entry in the buffer is not always the earliest.
 func (b *batch) dedupe() {
 	seen := make(map[uum.Pair]struct{}, len(b.events))
 	b.pairs = make([]uum.Pair, 0, len(b.events))
-	for _, ev := range b.events {
+	b.firstAt = make(map[uum.Pair]time.Time, len(b.events))
+	for i, ev := range b.events {
 		p := ev.Pair()
+		if at := b.bufferedAt[b.index[i]]; !at.IsZero() {
+			keepEarliest(b.firstAt, p, at)
+		}
 		if _, dup := seen[p]; dup {
 			continue
 		}
 		seen[p] = struct{}{}
 		b.pairs = append(b.pairs, p)
+	}
+}
+
+// keepEarliest records at as p's time in m unless m has an earlier one.
+func keepEarliest(m map[uum.Pair]time.Time, p uum.Pair, at time.Time) {
+	if first, ok := m[p]; !ok || at.Before(first) {
+		m[p] = at
 	}
 }
 
@@ -93,9 +109,15 @@ func (b *batch) filterSeen(hits []bool) {
 	}
 }
 
-// write is what the batch commits in one transaction.
+// write is what the batch commits in one transaction: the unseen pairs
+// with their first-seen times (zero, the commit time, for pairs whose
+// entries are all version 1).
 func (b *batch) write() uum.BatchWrite {
-	return uum.BatchWrite{Pairs: b.unseen, DeadLetters: b.dead, Names: b.newNames, CacheSeq: b.cacheSeq}
+	pairs := make([]uum.DatedPair, len(b.unseen))
+	for i, p := range b.unseen {
+		pairs[i] = uum.DatedPair{Pair: p, CreatedAt: b.firstAt[p]}
+	}
+	return uum.BatchWrite{Pairs: pairs, DeadLetters: b.dead, Names: b.newNames, CacheSeq: b.cacheSeq}
 }
 
 // names returns the distinct event names of the batch, first occurrence
@@ -161,8 +183,11 @@ func (b *batch) insertedByName() map[string]int64 {
 // merge makes b the union of the consecutive batches parts, committed
 // separately: their entries, steps and results in order.
 func (b *batch) merge(parts ...*batch) {
-	*b = batch{at: b.at, raw: b.raw}
+	*b = batch{at: b.at, raw: b.raw, firstAt: make(map[uum.Pair]time.Time)}
 	for _, p := range parts {
+		for pair, at := range p.firstAt {
+			keepEarliest(b.firstAt, pair, at)
+		}
 		shift := int(p.at.Offset - b.at.Offset)
 		b.events = append(b.events, p.events...)
 		for _, i := range p.index {

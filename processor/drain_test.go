@@ -281,7 +281,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		now := time.Unix(0, 0).Add(1_000_000 * 30 * time.Minute).Add(time.Minute)
 		b.seen = seencache.New(b.rdb, b.prefix, time.Hour, b.store, seencache.WithClock(func() time.Time { return now }))
 		p := pairs(users(1), "a")[0]
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{p}})
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(p)})
 		require.NoError(t, err)
 		require.NoError(t, b.seen.Mark(ctx, []uum.Pair{p}))
 
@@ -302,7 +302,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		t.Parallel()
 		b := setup(t, newRedis)
 		p := pairs(users(1), "a")[0]
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{p}})
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(p)})
 		require.NoError(t, err)
 
 		b.pushEvents(t, p)

@@ -39,7 +39,7 @@ func (b *testBundle) insert(t *testing.T, name string, n int) {
 	for i := range ps {
 		ps[i] = uum.Pair{UserID: uum.NewUUID(), Name: name}
 	}
-	_, err := store.InsertPairs(context.Background(), b.pool, ps)
+	_, err := store.InsertPairs(context.Background(), b.pool, dbtest.Undated(ps...))
 	require.NoError(t, err)
 }
 
@@ -105,7 +105,7 @@ func TestReconcile(t *testing.T) {
 		// are written but not committed while the repair starts.
 		tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{})
 		require.NoError(t, err)
-		_, err = store.InsertPairs(ctx, tx, []uum.Pair{{UserID: uum.NewUUID(), Name: "a"}})
+		_, err = store.InsertPairs(ctx, tx, dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
 		require.NoError(t, err)
 		done := make(chan error, 1)
 		go func() {

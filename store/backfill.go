@@ -11,49 +11,69 @@ import (
 	"github.com/uumhq/uum"
 )
 
-// backfillSQL is insertPairsSQL for historical rows: each keeps its own
-// created_at. A row that exists is skipped and adds nothing to the totals,
-// whatever its created_at, so loading the same rows twice changes nothing.
+// backfillSQL is insertPairsSQL for historical rows, each with its own
+// first-seen time. A pair that exists with a later time is moved to the
+// earlier one (old locks the rows and keeps their times, moved updates
+// them) and counted again on its new day and hour, off its old ones; a
+// pair that exists with the same or an earlier time is left alone. Only
+// the pairs inserted add to the totals, so loading the same rows twice
+// changes nothing, and a row moved earlier is never counted twice. It
+// returns how many rows it inserted and how many it moved.
 const backfillSQL = `
-WITH inserted AS (
+WITH input AS (
+	SELECT * FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(user_id, event_name, created_at)
+), old AS (
+	SELECT e.user_id, e.event_name, e.created_at
+	FROM unique_user_events e JOIN input i USING (user_id, event_name)
+	WHERE i.created_at < e.created_at
+	ORDER BY e.user_id, e.event_name
+	FOR UPDATE OF e
+), moved AS (
+	UPDATE unique_user_events e SET created_at = i.created_at
+	FROM old o JOIN input i USING (user_id, event_name)
+	WHERE e.user_id = o.user_id AND e.event_name = o.event_name
+	RETURNING e.event_name, o.created_at AS old_at, e.created_at AS new_at
+), inserted AS (
 	INSERT INTO unique_user_events (user_id, event_name, created_at)
-	SELECT * FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[])
+	SELECT * FROM input
 	ON CONFLICT DO NOTHING
-	RETURNING event_name
-), totals AS (
-	INSERT INTO unique_event_totals AS t (event_name, unique_users)
-	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
-	ON CONFLICT (event_name) DO UPDATE
-	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()
-)
-SELECT count(*) FROM inserted`
+	RETURNING event_name, created_at
+), first_seen AS (
+	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
+	UNION ALL SELECT event_name, new_at, 1 FROM moved
+	UNION ALL SELECT event_name, old_at, -1 FROM moved
+)` + countNewSQL + `
+SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)`
 
 // Backfill registers names and inserts the rows that do not exist yet,
-// adding them to unique_event_totals, in one transaction, and returns how
-// many rows it inserted. The rows' pairs must be distinct. Rows are sorted
-// as InsertPairs sorts them, so a backfill and a drain inserting the same
-// pairs take their locks in one order.
-func (s *Store) Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (int, error) {
+// adding them to unique_event_totals, and moves the first-seen time of
+// those that exist with a later one to the row's, in one transaction; the
+// day counts follow both. It returns how many rows it inserted and how
+// many it moved. The rows' pairs must be distinct. Rows are sorted as
+// InsertPairs sorts them, so a backfill and a drain inserting the same
+// pairs take their locks in one order. A pair that a drain commits while
+// the batch runs keeps the drain's time: the rows it finds to move are
+// those committed when the statement starts.
+func (s *Store) Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (inserted, moved int, err error) {
 	if len(rows) == 0 && len(names) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, func(a, b uum.DatedPair) int { return comparePairs(a.Pair, b.Pair) })
+	slices.SortFunc(sorted, compareDated)
 	users := make([][16]byte, len(sorted))
 	events := make([]string, len(sorted))
 	created := make([]time.Time, len(sorted))
 	for i, r := range sorted {
 		users[i], events[i], created[i] = r.UserID, r.Name, r.CreatedAt
 	}
-	var inserted int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := RegisterNames(ctx, tx, names); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, backfillSQL, users, events, created).Scan(&inserted)
+		return tx.QueryRow(ctx, backfillSQL, users, events, created).Scan(&inserted, &moved)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("backfill: %w", interpret(err))
+		return 0, 0, fmt.Errorf("backfill: %w", interpret(err))
 	}
-	return inserted, nil
+	return inserted, moved, nil
 }

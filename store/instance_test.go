@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dbtest"
 )
 
 func TestDrainSequence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pair := func() []uum.Pair { return []uum.Pair{{UserID: uum.NewUUID(), Name: "a"}} }
+	pair := func() []uum.DatedPair { return dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}) }
 
 	t.Run("EachCommitAdvancesIt", func(t *testing.T) {
 		t.Parallel()
@@ -47,7 +48,7 @@ func TestDrainSequence(t *testing.T) {
 		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: p, CacheSeq: 4})
 		require.ErrorIs(t, err, uum.ErrCacheAhead)
 		require.ErrorContains(t, err, "holds 3 drain commits, the seen-cache was marked at commit 4")
-		logged, err := b.store.EventLogged(ctx, p[0])
+		logged, err := b.store.EventLogged(ctx, p[0].Pair)
 		require.NoError(t, err)
 		require.False(t, logged)
 		seq, err := b.store.DrainSeq(ctx)
@@ -137,7 +138,7 @@ func TestCountersRecord(t *testing.T) {
 		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked()})
 		require.ErrorIs(t, err, uum.ErrCountersChanged, "a drainer without a counters file holds them too")
 
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uum.NewUUID(), Name: "a"}}, Counters: y.Fingerprint})
+		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}), Counters: y.Fingerprint})
 		require.NoError(t, err, "events that are not tracked do not depend on the counters")
 		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked(), Counters: x.Fingerprint})
 		require.NoError(t, err)

@@ -31,9 +31,9 @@ func TestReplicaRouting(t *testing.T) {
 	replica, _ := dbtest.Schema(t)
 	onPrimary := uum.Pair{UserID: uum.NewUUID(), Name: "a"}
 	onReplica := uum.Pair{UserID: uum.NewUUID(), Name: "b"}
-	_, err := store.InsertPairs(ctx, primary, []uum.Pair{onPrimary})
+	_, err := store.InsertPairs(ctx, primary, dbtest.Undated(onPrimary))
 	require.NoError(t, err)
-	_, err = store.InsertPairs(ctx, replica, []uum.Pair{onReplica})
+	_, err = store.InsertPairs(ctx, replica, dbtest.Undated(onReplica))
 	require.NoError(t, err)
 
 	var logs bytes.Buffer
@@ -58,7 +58,7 @@ func TestReplicaRouting(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "read replica unavailable"), "logged once per transition")
 
 	// Writes never touch the replica.
-	_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: uum.NewUUID(), Name: "a"}}})
+	_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"})})
 	require.NoError(t, err)
 }
 
@@ -66,7 +66,7 @@ func TestNoReplicaReadsThePrimary(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.Schema(t)
 	p := uum.Pair{UserID: uum.NewUUID(), Name: "a"}
-	_, err := store.InsertPairs(context.Background(), pool, []uum.Pair{p})
+	_, err := store.InsertPairs(context.Background(), pool, dbtest.Undated(p))
 	require.NoError(t, err)
 	ok, err := store.New(pool).EventLogged(context.Background(), p)
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestReplicaRecovers(t *testing.T) {
 	primary, _ := dbtest.Schema(t)
 	replicaSchema, replicaURL := dbtest.Schema(t)
 	onReplica := uum.Pair{UserID: uum.NewUUID(), Name: "b"}
-	_, err := store.InsertPairs(ctx, replicaSchema, []uum.Pair{onReplica})
+	_, err := store.InsertPairs(ctx, replicaSchema, dbtest.Undated(onReplica))
 	require.NoError(t, err)
 
 	var down atomic.Bool
@@ -161,7 +161,7 @@ func TestReplicaRefusingConnectionsFallsBack(t *testing.T) {
 	ctx := context.Background()
 	primary, _ := dbtest.Schema(t)
 	p := uum.Pair{UserID: uum.NewUUID(), Name: "a"}
-	_, err := store.InsertPairs(ctx, primary, []uum.Pair{p})
+	_, err := store.InsertPairs(ctx, primary, dbtest.Undated(p))
 	require.NoError(t, err)
 	cfg, err := pgxpool.ParseConfig(dbtest.URL())
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestHungReplicaFallsBack(t *testing.T) {
 	ctx := context.Background()
 	primary, _ := dbtest.Schema(t)
 	p := uum.Pair{UserID: uum.NewUUID(), Name: "a"}
-	_, err := store.InsertPairs(ctx, primary, []uum.Pair{p})
+	_, err := store.InsertPairs(ctx, primary, dbtest.Undated(p))
 	require.NoError(t, err)
 
 	hung := redistest.Silent(t)

@@ -124,39 +124,78 @@ func commitTracked(ctx context.Context, tx DBTX, w uum.BatchWrite, res *uum.Batc
 	return markCounted(ctx, tx)
 }
 
-// insertPairsSQL inserts the pairs, skipping those that exist, and adds
-// the ones it inserted to the totals in the same statement, so the totals
-// can never disagree with the rows. Totals rows are locked in name order
-// so concurrent drains cannot deadlock on them.
+// insertPairsSQL inserts the pairs, skipping those that exist, each with
+// its first-seen time: the given time, or the commit time when it is null
+// or later (a producer's clock ahead of the database's cannot date a pair
+// in the future). In the same statement it adds the ones it inserted to
+// the totals and to their day's and hour's new users (countNewSQL), so
+// the counts can never disagree with the rows.
 const insertPairsSQL = `
 WITH inserted AS (
-	INSERT INTO unique_user_events (user_id, event_name)
-	SELECT * FROM unnest($1::uuid[], $2::varchar(50)[])
+	INSERT INTO unique_user_events (user_id, event_name, created_at)
+	SELECT u, n, least(coalesce(t, now()), now())
+	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(u, n, t)
 	ON CONFLICT DO NOTHING
-	RETURNING user_id, event_name
-), totals AS (
+	RETURNING user_id, event_name, created_at
+), first_seen AS (
+	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
+)` + countNewSQL + `
+SELECT user_id, event_name FROM inserted`
+
+// countNewSQL continues a WITH over two relations: inserted (the new
+// pairs, by event_name) and first_seen (event_name, at, delta: +1 for a
+// pair first seen at at, -1 for a pair no longer first seen then). It adds
+// the new pairs to unique_event_totals and the deltas to unique_event_days,
+// by UTC day and hour. Each upsert writes one row per event (day) in name
+// (and day) order, so concurrent writers lock rows in one order.
+const countNewSQL = `, totals AS (
 	INSERT INTO unique_event_totals AS t (event_name, unique_users)
 	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
 	ON CONFLICT (event_name) DO UPDATE
 	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()
-)
-SELECT user_id, event_name FROM inserted`
+)` + byDaySQL + `, days AS (
+	INSERT INTO unique_event_days AS d (event_name, day, new_users, by_hour)
+	SELECT event_name, day, new_users, by_hour FROM by_day ORDER BY event_name, day
+	ON CONFLICT (event_name, day) DO UPDATE
+	SET new_users = d.new_users + EXCLUDED.new_users,
+	    by_hour = ARRAY(SELECT a + b FROM unnest(d.by_hour, EXCLUDED.by_hour) WITH ORDINALITY AS x(a, b, i) ORDER BY i)
+)`
 
-// InsertPairs inserts pairs that do not exist yet and returns those it
-// inserted, updating unique_event_totals for them. Pairs are sorted first
-// so overlapping concurrent inserts take row locks in the same order.
-func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, error) {
+// byDaySQL continues a WITH over first_seen (event_name, at, delta) with
+// by_day (event_name, day, new_users, by_hour): the deltas summed per UTC
+// day, and per UTC hour of it in a 24-element array.
+const byDaySQL = `, hours AS (
+	SELECT event_name, (at AT TIME ZONE 'UTC')::date AS day,
+	       extract(hour FROM at AT TIME ZONE 'UTC')::int AS hour, sum(delta) AS n
+	FROM first_seen GROUP BY 1, 2, 3
+), by_day AS (
+	SELECT k.event_name, k.day, sum(coalesce(h.n, 0))::bigint AS new_users,
+	       array_agg(coalesce(h.n, 0)::bigint ORDER BY g.hour) AS by_hour
+	FROM (SELECT DISTINCT event_name, day FROM hours) k
+	CROSS JOIN generate_series(0, 23) AS g(hour)
+	LEFT JOIN hours h ON h.event_name = k.event_name AND h.day = k.day AND h.hour = g.hour
+	GROUP BY k.event_name, k.day
+)`
+
+// InsertPairs inserts pairs that do not exist yet, each first seen at its
+// CreatedAt (the commit time when zero or later), and returns those it
+// inserted, updating unique_event_totals and unique_event_days for them.
+// Pairs are sorted first so overlapping concurrent inserts take row locks
+// in the same order.
+func InsertPairs(ctx context.Context, db DBTX, pairs []uum.DatedPair) ([]uum.Pair, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
 	sorted := slices.Clone(pairs)
-	slices.SortFunc(sorted, comparePairs)
+	slices.SortFunc(sorted, compareDated)
 	users := make([][16]byte, len(sorted))
 	names := make([]string, len(sorted))
+	times := make([]pgtype.Timestamptz, len(sorted))
 	for i, p := range sorted {
 		users[i], names[i] = p.UserID, p.Name
+		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
 	}
-	rows, err := db.Query(ctx, insertPairsSQL, users, names)
+	rows, err := db.Query(ctx, insertPairsSQL, users, names, times)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
@@ -171,6 +210,9 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []uum.Pair) ([]uum.Pair, er
 	}
 	return inserted, nil
 }
+
+// compareDated orders dated pairs as comparePairs orders their pairs.
+func compareDated(a, b uum.DatedPair) int { return comparePairs(a.Pair, b.Pair) }
 
 // comparePairs orders pairs by user, then name: the order writers lock
 // rows in.

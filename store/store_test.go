@@ -33,11 +33,11 @@ func TestStore(t *testing.T) {
 	t.Run("CommitBatchReturnsOnlyNewPairsAndUpdatesTotals", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "a"}, {UserID: u1, Name: "b"}}})
+		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "a"}, uum.Pair{UserID: u1, Name: "b"})})
 		require.NoError(t, err)
 		require.ElementsMatch(t, []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "a"}, {UserID: u1, Name: "b"}}, res.Inserted)
 
-		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "b"}}})
+		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "b"})})
 		require.NoError(t, err)
 		require.Equal(t, []uum.Pair{{UserID: u2, Name: "b"}}, res.Inserted)
 
@@ -61,7 +61,7 @@ func TestStore(t *testing.T) {
 		res, err := st.CommitBatch(ctx, uum.BatchWrite{})
 		require.NoError(t, err)
 		require.Empty(t, res.Inserted)
-		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}}})
+		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
 		require.Error(t, err, "a batch with a pair must reach Postgres")
 	})
 
@@ -73,7 +73,7 @@ func TestStore(t *testing.T) {
 			for range 200 {
 				pairs = append(pairs, uum.Pair{UserID: uum.NewUUID(), Name: "x"}, uum.Pair{UserID: u1, Name: "x"})
 			}
-			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pairs})
+			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(pairs...)})
 			require.NoError(t, err)
 		}
 		var rows, total int64
@@ -133,7 +133,7 @@ func TestStore(t *testing.T) {
 	t.Run("EventLogged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: []uum.Pair{{UserID: u1, Name: "a"}}})
+		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
 		require.NoError(t, err)
 		ok, err := b.store.EventLogged(ctx, uum.Pair{UserID: u1, Name: "a"})
 		require.NoError(t, err)

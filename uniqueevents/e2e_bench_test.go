@@ -207,7 +207,7 @@ func (n naive) log(ctx context.Context, p uum.Pair) error {
 		return err
 	}
 	if !logged {
-		if _, err := store.InsertPairs(ctx, n.pool, []uum.Pair{p}); err != nil {
+		if _, err := store.InsertPairs(ctx, n.pool, dbtest.Undated(p)); err != nil {
 			return err
 		}
 	}

@@ -28,7 +28,8 @@ const progressEvery = 100_000
 func runBackfill(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("backfill", "FILE.jsonl\n\n"+
 		"Loads historical rows, one JSON object a line: {\"user_id\":\"<uuid>\",\"event_name\":\"<name>\",\"created_at\":\"<RFC 3339>\"}.\n"+
-		"Pairs already recorded are skipped and not counted again, so a run can be repeated.\n"+
+		"Pairs already recorded are not counted again, so a run can be repeated; one recorded with a later time\n"+
+		"takes the line's time as its first-seen time (moved earlier, never later).\n"+
 		"Invalid lines are reported on stderr with their number and skipped (exit 0) unless --strict (exit 1).\n")
 	strict := fs.Bool("strict", false, "stop at the first invalid line; the batches before it stay committed")
 	size := fs.Int("batch", backfill.DefaultBatchSize, "rows per transaction")
@@ -70,6 +71,7 @@ func runBackfill(ctx context.Context, c *cli, args []string) error {
 		{"lines read", strconv.FormatInt(sum.Lines, 10)},
 		{"inserted", strconv.FormatInt(sum.Inserted, 10)},
 		{"already present", strconv.FormatInt(sum.AlreadyPresent, 10)},
+		{"moved earlier", strconv.FormatInt(sum.MovedEarlier, 10)},
 		{"invalid", strconv.FormatInt(sum.Invalid, 10)},
 		{"blank", strconv.FormatInt(sum.Blank, 10)},
 		{"elapsed", sum.Elapsed.Round(time.Millisecond).String()},

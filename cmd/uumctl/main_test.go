@@ -201,13 +201,28 @@ not json
 	require.Equal(t, 0, code, out)
 	var sum map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
-	require.Equal(t, map[string]any{"lines": 4.0, "inserted": 2.0, "already_present": 0.0, "invalid": 2.0, "blank": 0.0, "batches": 1.0}, without(sum, "elapsed_seconds"))
+	require.Equal(t, map[string]any{"lines": 4.0, "inserted": 2.0, "already_present": 0.0, "moved_earlier": 0.0, "invalid": 2.0, "blank": 0.0, "batches": 1.0}, without(sum, "elapsed_seconds"))
 	require.Equal(t, int64(2), total())
 
 	out, code = uumctl(t, stack.Env, "backfill", file)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `already present\s+2`, out)
+	require.Regexp(t, `moved earlier\s+0`, out)
 	require.Equal(t, int64(2), total(), "a re-run changes nothing")
+
+	// Older logs move the first user's first-seen time earlier, once.
+	older := filepath.Join(t.TempDir(), "older.jsonl")
+	earlier := time.Now().Add(-48 * time.Hour).UTC().Truncate(time.Second)
+	require.NoError(t, os.WriteFile(older, fmt.Appendf(nil, `{"user_id":%q,"event_name":"login","created_at":%q}`+"\n", u, earlier.Format(time.RFC3339)), 0o600))
+	for _, moved := range []string{"1", "0"} { // the second run finds it moved
+		out, code = uumctl(t, stack.Env, "backfill", older)
+		require.Equal(t, 0, code, out)
+		require.Regexp(t, `moved earlier\s+`+moved+`\n`, out)
+	}
+	var firstSeen time.Time
+	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1`, [16]byte(u)).Scan(&firstSeen))
+	require.True(t, earlier.Equal(firstSeen), "first seen %s", firstSeen)
+	require.Equal(t, int64(2), total())
 
 	// A live event for a backfilled pair: the seen-cache misses, the
 	// insert skips it, nothing counts twice.

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/store"
 )
 
@@ -256,4 +257,14 @@ func Snapshot(t testing.TB, pool *pgxpool.Pool) (restore func(testing.TB)) {
 			t.Fatalf("restore snapshot: %v", err)
 		}
 	}
+}
+
+// Undated returns pairs with no first-seen time: committed, each is first
+// seen at the commit time, as a pair from a version 1 entry.
+func Undated(pairs ...uum.Pair) []uum.DatedPair {
+	out := make([]uum.DatedPair, len(pairs))
+	for i, p := range pairs {
+		out[i].Pair = p
+	}
+	return out
 }
