@@ -46,6 +46,10 @@ type EventLogger interface {
 	// when there is one, and its facility variants), else a
 	// *uum.ValidationError for "event_name".
 	Loggable(name string) error
+	// UniqueSeries returns name's new users per period. It returns a
+	// *uum.ValidationError naming the field for bad input; any other
+	// error means the store could not answer.
+	UniqueSeries(ctx context.Context, name string, q uniqueevents.SeriesQuery) (uniqueevents.Series, error)
 }
 
 // CountReader reads unique-user counts.
@@ -133,6 +137,7 @@ func (s *server) routes() {
 	s.mux.Handle("POST /v1/track", s.require(scopeIngest, s.postTrack))
 	s.mux.Handle("GET /v1/events/{user_id}/{event_name}", s.require(scopeRead, s.getEventLogged))
 	s.mux.Handle("GET /v1/unique-counts", s.require(scopeRead, s.getUniqueCounts))
+	s.mux.Handle(routeSeries, s.require(scopeRead, s.getUniqueSeries))
 	s.mux.Handle("GET /v1/whoami", s.require(0, s.whoami))
 	s.counterRoutes()
 	s.dlqRoutes()
@@ -158,6 +163,7 @@ const (
 // silently widen a query.
 var queryParams = map[string][]string{
 	"GET /v1/unique-counts":          {"event_name"},
+	routeSeries:                      {"period", "from", "to", "tz"},
 	"GET /v1/counters/{name}":        counterParams,
 	"GET /v1/windows/{name}":         windowParams,
 	"GET /v1/windows/{name}/top":     {"limit"},

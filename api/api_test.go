@@ -24,6 +24,7 @@ import (
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -71,6 +72,10 @@ func (f *fakeEvents) Track(context.Context, ...uniqueevents.Event) ([]string, er
 	panic("fakeEvents.Track: track tests use the real client")
 }
 
+func (f *fakeEvents) UniqueSeries(context.Context, string, uniqueevents.SeriesQuery) (uniqueevents.Series, error) {
+	panic("fakeEvents.UniqueSeries: series tests use the real client")
+}
+
 func (f *fakeEvents) EventLogged(context.Context, string, string) (bool, error) {
 	return true, nil
 }
@@ -110,14 +115,20 @@ func (p *fakePusher) pushed() [][]byte {
 	return p.entries
 }
 
-// fakeStore answers EventLogged for a real uniqueevents.Client.
+// fakeStore answers EventLogged and EventDays for a real
+// uniqueevents.Client.
 type fakeStore struct {
 	logged map[uum.Pair]bool
+	days   map[string]store.EventDays // by event name
 	err    error
 }
 
 func (s *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
 	return s.logged[p], s.err
+}
+
+func (s *fakeStore) EventDays(_ context.Context, name string, _, _ time.Time) (store.EventDays, error) {
+	return s.days[name], s.err
 }
 
 type fakeCounts struct {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/uniqueevents"
 )
 
 // getUniqueCounts serves the unique-user counts, all or one event's:
@@ -35,6 +36,27 @@ func (s *server) getUniqueCounts(w http.ResponseWriter, r *http.Request) {
 
 type countsBody struct {
 	Counts []uum.Count `json:"counts"`
+}
+
+// routeSeries is the route of an event's series.
+const routeSeries = "GET /v1/unique-counts/{event_name}/series"
+
+// getUniqueSeries serves an event's new unique users per period:
+// GET /v1/unique-counts/{event_name}/series?period=&from=&to=&tz=, the
+// uniqueevents.Series as it is.
+func (s *server) getUniqueSeries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	series, err := s.events.UniqueSeries(r.Context(), r.PathValue("event_name"), uniqueevents.SeriesQuery{
+		Period: q.Get("period"), From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"),
+	})
+	if writeInvalid(w, err) {
+		return
+	}
+	if err != nil {
+		s.unavailable(w, r, "count store", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, series)
 }
 
 // healthz reports that the process serves HTTP: GET /healthz.

@@ -26,6 +26,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/store"
 )
 
 // entrySizeHint is the size of a typical wire entry, for sizing the
@@ -92,17 +93,22 @@ type Cache interface {
 	Mark(ctx context.Context, pairs []uum.Pair) error
 }
 
-// Store answers from the database whether a pair was ever counted;
-// *store.Store implements it.
+// Store answers from the database whether a pair was ever counted, and
+// when users were first seen; *store.Store implements it.
 type Store interface {
 	// EventLogged reports whether the pair is counted. An error means the
 	// database could not answer.
 	EventLogged(ctx context.Context, p uum.Pair) (bool, error)
+	// EventDays returns name's new users per UTC day and hour on the UTC
+	// dates of from to to, both included, the number first seen before,
+	// and the total; no days and zeros for a name never counted. An error
+	// means the database could not answer.
+	EventDays(ctx context.Context, name string, from, to time.Time) (store.EventDays, error)
 }
 
 var (
 	errNoBuffer = errors.New("uum: logging needs a buffer")
-	errNoStore  = errors.New("uum: EventLogged needs a store")
+	errNoStore  = errors.New("uum: EventLogged and UniqueSeries need a store")
 )
 
 // Client logs events for users. It is safe for concurrent use.

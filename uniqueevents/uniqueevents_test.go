@@ -27,6 +27,7 @@ import (
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -582,12 +583,18 @@ func (f *fakeCache) Mark(ctx context.Context, pairs []uum.Pair) error {
 	return f.markErr
 }
 
-// fakeStore answers EventLogged with logged or err.
+// fakeStore answers EventLogged with logged or err, and EventDays with
+// days or err.
 type fakeStore struct {
 	mu     sync.Mutex
 	logged bool
+	days   store.EventDays
 	err    error
 	asked  []uum.Pair
+}
+
+func (f *fakeStore) EventDays(context.Context, string, time.Time, time.Time) (store.EventDays, error) {
+	return f.days, f.err
 }
 
 func (f *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/store"
 )
 
 // Env is a fake process environment, variable names to values.
@@ -172,6 +174,12 @@ func (m NoLookups) Seen(_ context.Context, pairs []uum.Pair) ([]bool, error) {
 func (m NoLookups) Mark(_ context.Context, pairs []uum.Pair) error {
 	m.T.Errorf("seen cache marked %v", pairs)
 	return nil
+}
+
+// EventDays fails the test.
+func (m NoLookups) EventDays(_ context.Context, name string, _, _ time.Time) (store.EventDays, error) {
+	m.T.Errorf("store asked for the days of %q", name)
+	return store.EventDays{}, nil
 }
 
 // EventLogged fails the test.
