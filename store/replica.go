@@ -38,7 +38,8 @@ const DefaultReplicaTimeout = 2 * time.Second
 type Option func(*Store)
 
 // WithReplica sends the read-only queries of the request path
-// (EventLogged, UniqueCounts, CounterValue, CounterValues, WindowSum) to
+// (EventLogged, UniqueCounts, EventDays, CounterValue, CounterValues,
+// WindowSum) to
 // pool, a read replica. Each attempt on the replica gets at most timeout
 // (0 means DefaultReplicaTimeout), so that a replica that accepts
 // connections and never answers (a host down, a partition) costs a read

@@ -59,9 +59,9 @@ func TestOpen(t *testing.T) {
 	})
 
 	// The second composition root honours the replica setting as the
-	// binaries do: EventLogged asks the replica, here a schema of its own
-	// that alone holds the pair.
-	t.Run("EventLoggedReadsTheReplica", func(t *testing.T) {
+	// binaries do: EventLogged and UniqueSeries ask the replica, here a
+	// schema of its own that alone holds the pair.
+	t.Run("ReadsTheReplica", func(t *testing.T) {
 		t.Parallel()
 		_, prefix := redistest.Real(t) // deletes what the cache write-back leaves
 		cfg, _ := setup(t, redistest.URL(), prefix)
@@ -75,6 +75,12 @@ func TestOpen(t *testing.T) {
 		logged, err := client.EventLogged(ctx, userID, "login")
 		require.NoError(t, err)
 		require.True(t, logged, "read from the replica")
+		now := time.Now().UTC() // the commit was today or, at midnight, yesterday
+		series, err := client.UniqueSeries(ctx, "login", uniqueevents.SeriesQuery{
+			From: now.AddDate(0, 0, -1).Format(time.DateOnly), To: now.Format(time.DateOnly)})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), series.Total, "the series too")
+		require.Equal(t, int64(1), series.Points[1].Cumulative)
 	})
 
 	// A Redis that accepts connections and never answers: the lookup
