@@ -299,7 +299,9 @@ check_run() {
 		-d '{"user_id":"5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f","event_names":["page_viewed"]}')
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	[[ $(tail -n 1 <<<"$out") == 202 ]] || die "[$MODE] POST /v1/events: want 202"
-	out=$(in_chroot "$user" "cd $dir && .bin/processor -once" 2>>"$LOG") || die "[$MODE] processor -once failed: $out"
+	# As the README's walkthrough: make run uses counters.example.yaml, and
+	# every drainer must name the same counters file.
+	out=$(in_chroot "$user" "cd $dir && UUM_COUNTERS_FILE=counters.example.yaml .bin/processor -once" 2>>"$LOG") || die "[$MODE] processor -once failed: $out"
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
 	out=$(curl -s -w '%{http_code}\n' -H "$T" "$api/v1/unique-counts")
 	printf '%s\n' "$out" | tee -a "$LOG" >&2
