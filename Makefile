@@ -31,7 +31,7 @@ GOLANGCI_LINT := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Go files outside .data/ (database files) and .bin/.
 GOFILES_CMD := find . \( -path ./.data -o -path ./.bin -o -path ./.git -o -path ./vendor \) -prune -o -name '*.go' -print
 
-.PHONY: help run test bench build fmt vet lint services services-stop clean
+.PHONY: help run test bench chaos build fmt vet lint services services-stop clean
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -48,6 +48,14 @@ test: ## Run the tests (starts PostgreSQL and Redis if needed)
 bench: ## Run the benchmarks
 	@scripts/services.sh test
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# make chaos runs until CHAOS_FAULTS faults were injected; CHAOS_FLAGS adds
+# flags of cmd/chaos (go run ./cmd/chaos -h), e.g. CHAOS_FLAGS='-seed 7 -keep'.
+CHAOS_FAULTS ?= 1000
+CHAOS_FLAGS ?=
+
+chaos: build ## Inject faults into real api and processor processes and check nothing is lost or doubled (own Redis and Postgres)
+	$(GO) run ./cmd/chaos -bin .bin -faults $(CHAOS_FAULTS) $(CHAOS_FLAGS)
 
 build: ## Build the binaries into .bin/
 	$(GO) build -o .bin/api ./cmd/api

@@ -17,6 +17,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
 )
@@ -185,6 +186,7 @@ func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, d.fail(ctx, Summary{}, step("lease", err))
 	}
+	failpoint.Hit(failpoint.AfterAcquire)
 	ctx, stopRenew := d.keepLease(ctx, lease)
 	defer func() {
 		stopRenew()
@@ -338,6 +340,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 // starts at, under the lease's fence.
 func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (uum.Position, []string, error) {
 	at, raw, err := lease.Peek(ctx, skip, d.cfg.BatchSize)
+	failpoint.Hit(failpoint.AfterPeek)
 	return at, raw, step("peek", err)
 }
 
@@ -395,6 +398,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 		}
 		return step("commit", err)
 	}
+	failpoint.Hit(failpoint.AfterCommitBeforeStatsd)
 	d.warnDeadLettered(ctx, b)
 
 	// Increments go out before the trim: the commit made them true, and a
@@ -410,6 +414,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	// increments of the batch in flight.
 	_ = d.stats.Flush()
 	d.observeLatencies(b)
+	failpoint.Hit(failpoint.AfterCommitBeforeTrim)
 
 	// The trim and the best-effort mark each have their own bound, so a
 	// slow mark can never make a committed batch fail to trim and run
@@ -419,6 +424,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	defer cancelTrim()
 	tally := buffer.Tally{Delivered: len(b.raw) - len(b.dead), Failed: len(b.dead), At: time.Now()}
 	trimErr := lease.TrimTally(tctx, len(b.raw), tally)
+	failpoint.Hit(failpoint.AfterTrim)
 
 	// The mark only saves later work (a pair not yet marked goes to
 	// Postgres, which finds it), so it runs in the background while the
@@ -554,6 +560,7 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	if err := d.commit(ctx, left); err != nil {
 		return err
 	}
+	failpoint.Hit(failpoint.MidBisection)
 	if err := d.commit(ctx, right); err != nil {
 		return err
 	}

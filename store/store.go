@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/internal/pgtext"
 )
 
@@ -81,7 +82,11 @@ func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchRes
 		if res.DeadLetters, err = InsertDeadLetters(ctx, tx, w.DeadLetters); err != nil {
 			return err
 		}
-		return commitTracked(ctx, tx, w, &res)
+		if err := commitTracked(ctx, tx, w, &res); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.BeforeCommit)
+		return nil
 	})
 	if err != nil {
 		return uum.BatchResult{}, fmt.Errorf("commit batch: %w", interpret(err))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/store"
 )
 
@@ -44,9 +45,15 @@ func Start(ctx context.Context, bin string, environ []string, stderr io.Writer) 
 // short: a service that was asked to stop before it was up exits 0.
 var ErrStopped = errors.New("stopped during start-up")
 
-// openWithCounters loads the counter definitions, then opens the
-// dependencies.
+// openWithCounters checks the failpoints, loads the counter definitions,
+// then opens the dependencies.
 func openWithCounters(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, error) {
+	if err := failpoint.Err(); err != nil {
+		return nil, &config.Error{Var: failpoint.EnvVar, Reason: err.Error()}
+	}
+	if failpoint.Armed() {
+		logger.WarnContext(ctx, "failpoints armed: this process kills or stops itself on purpose (make chaos)", "var", failpoint.EnvVar)
+	}
 	counters, err := LoadCounters(cfg.Counters)
 	if err != nil {
 		return nil, err
@@ -79,7 +86,7 @@ func Lookup(environ []string) func(string) (string, bool) {
 func warnUnknown(ctx context.Context, logger *slog.Logger, environ []string) {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "UUM_") || config.IsVar(name) {
+		if !strings.HasPrefix(name, "UUM_") || config.IsVar(name) || name == failpoint.EnvVar {
 			continue
 		}
 		attrs := []any{"var", name}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/internal/freeport"
 )
 
 // serverStart bounds one redis-server start; a busy 2-core machine
@@ -64,7 +66,7 @@ func serverPath(t testing.TB) string {
 // startServer runs redis-server on a free port and returns its address
 // once it accepts connections; a cleanup stops it.
 func startServer(t testing.TB, path, dir string) (string, error) {
-	port, err := freePort()
+	port, err := freeport.TCP()
 	if err != nil {
 		return "", err
 	}
@@ -134,7 +136,7 @@ func StartDurable(t testing.TB) *Durable {
 	d := &Durable{path: serverPath(t), dir: t.TempDir()}
 	var errs []error
 	for range 5 {
-		port, err := freePort()
+		port, err := freeport.TCP()
 		if err == nil {
 			d.port = port
 			if err = d.Start(); err == nil {
@@ -180,15 +182,6 @@ func (d *Durable) Start() error {
 	}
 	d.cmd, d.exited = cmd, exited
 	return nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // readyWriter collects redis-server's log and closes ready at the line

@@ -1,0 +1,15 @@
+//go:build unix
+
+package main
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/uumhq/uum/internal/dbtest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
+}

@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package chaos
+
+import "syscall"
+
+// dieWithParent does nothing: only Linux has a parent-death signal. The
+// harness still stops its processes when it ends normally.
+func dieWithParent(*syscall.SysProcAttr) {}
