@@ -54,7 +54,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Entries, "entries", 1500, "entries each round buffers before its faults")
 	fs.DurationVar(&cfg.FaultTime, "fault-time", 8*time.Second, "how long each round injects faults")
 	fs.IntVar(&cfg.EverysecEvery, "everysec-every", 5, "run every Nth round with appendfsync everysec (0: never)")
-	fs.BoolVar(&cfg.PoisonNUL, "poison-nul", false, "add poison with NUL bytes in an event name or an object key")
 	fs.StringVar(&cfg.BinDir, "bin", "", "folder of the api and processor binaries (empty: go build them)")
 	fs.StringVar(&cfg.RedisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&cfg.PostgresBin, "pg-bin", "", "folder of initdb and postgres (empty: PATH, then /usr/lib/postgresql/*/bin)")

@@ -57,9 +57,6 @@ type Config struct {
 	// whose losses within Redis's documented window are reported apart;
 	// 0 never does.
 	EverysecEvery int
-	// PoisonNUL adds poison with NUL bytes in decoded text (an event
-	// name, an object key).
-	PoisonNUL bool
 	// BinDir holds the api and processor binaries; empty builds them
 	// from this module with the go tool.
 	BinDir string

@@ -120,7 +120,7 @@ func newRound(h *harness, n int) (*round, error) {
 	if e := h.cfg.EverysecEvery; e > 0 && n%e == 0 {
 		r.fsync = FsyncEverysec
 	}
-	r.gen = newGenerator(rand.New(rand.NewPCG(h.cfg.Seed, uint64(n)<<32)), n, h.cfg.Entries, h.cfg.PoisonNUL)
+	r.gen = newGenerator(rand.New(rand.NewPCG(h.cfg.Seed, uint64(n)<<32)), n, h.cfg.Entries)
 	return r, os.MkdirAll(r.logDir, 0o755)
 }
 

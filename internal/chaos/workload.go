@@ -72,11 +72,10 @@ type generator struct {
 	sent   []trackedEvent // for re-deliveries
 	nextID int
 	nonce  int
-	nul    bool // poison with NUL bytes in text (see Config.PoisonNUL)
 }
 
-func newGenerator(rng *rand.Rand, round, entries int, nul bool) *generator {
-	g := &generator{rng: rng, round: round, nul: nul,
+func newGenerator(rng *rand.Rand, round, entries int) *generator {
+	g := &generator{rng: rng, round: round,
 		names: []string{"chaos_a", "chaos_b", "chaos_c", "chaos_d", "chaos_e", "chaos_f"}}
 	// About a third as many users as entries: many pairs are pushed twice
 	// or more, so the drain has duplicates to drop, in and across batches.
@@ -159,20 +158,21 @@ func (g *generator) poison() (string, []byte) {
 		func() (string, string) {
 			return "bad-name", `{"v":2,"user_id":"` + g.uuid() + `","event_name":"Bad Name ` + n + `","buffered_at":` + ms + `}`
 		},
-		// Valid to the decoder, refused by Postgres (jsonb has no NUL):
-		// found by bisection, the only way to mid-bisection.
+		// Valid JSON and UTF-8 with a NUL in decoded text, which no
+		// Postgres text or jsonb column takes: a dead letter must still
+		// be stored, never refused.
 		func() (string, string) {
 			return "nul-in-dimension", `{"v":2,"id":"r` + n + `-poison","type":"artifact_received","dimensions":{"site":"s\u0000` + n + `"},"buffered_at":` + ms + `}`
 		},
-	}
-	if g.nul {
-		kinds = append(kinds,
-			func() (string, string) {
-				return "nul-in-name", `{"user_id":"` + g.uuid() + `","event_name":"a\u0000b` + n + `"}`
-			},
-			func() (string, string) {
-				return "nul-in-key", `{"\u0000":1,"v":2,"user_id":"` + g.uuid() + `","event_name":"chaos_a","buffered_at":` + ms + `,"n":"` + n + `"}`
-			})
+		func() (string, string) {
+			return "nul-in-dimension-key", `{"v":2,"id":"r` + n + `-poison","type":"artifact_received","dimensions":{"s\u0000":"` + n + `"},"buffered_at":` + ms + `}`
+		},
+		func() (string, string) {
+			return "nul-in-name", `{"user_id":"` + g.uuid() + `","event_name":"a\u0000b` + n + `"}`
+		},
+		func() (string, string) {
+			return "nul-in-key", `{"\u0000":1,"user_id":"not-a-uuid-` + n + `","event_name":"chaos_a"}`
+		},
 	}
 	kind, raw := kinds[g.rng.IntN(len(kinds))]()
 	return kind, []byte(raw)
