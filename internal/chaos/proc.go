@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -37,7 +38,9 @@ func spawn(path string, args, env []string, logPath string, cred *syscall.Creden
 	for _, m := range markers {
 		p.lines[m] = p.tap.watch(m)
 	}
-	p.cmd = exec.Command(path, args...)
+	// Never killed by a context: the harness ends its processes itself, in
+	// order (drainers finish their batch on SIGTERM, servers go last).
+	p.cmd = exec.CommandContext(context.Background(), path, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.tap, p.tap
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}

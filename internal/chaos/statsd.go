@@ -117,7 +117,7 @@ func (a *statsdAgent) sync(ctx context.Context, id string) error {
 	a.mu.Lock()
 	a.sentinel[name] = ch
 	a.mu.Unlock()
-	c, err := net.Dial("udp", a.addr())
+	c, err := (&net.Dialer{}).DialContext(ctx, "udp", a.addr())
 	if err != nil {
 		return fmt.Errorf("statsd sentinel: %w", err)
 	}

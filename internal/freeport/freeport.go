@@ -3,6 +3,7 @@
 package freeport
 
 import (
+	"context"
 	"fmt"
 	"net"
 )
@@ -11,7 +12,8 @@ import (
 // process can take it before the caller binds it: callers retry a failed
 // start on a new port.
 func TCP() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A bind on loopback does not block: nothing to cancel.
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
