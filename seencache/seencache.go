@@ -26,9 +26,11 @@
 // means "this pair is in that database", so keys carry the database's
 // identity and its cache epoch. A Redis that outlives a recreated
 // database, or serves two, starts cold instead of answering "seen" for
-// pairs the database does not hold; bumping the epoch (after a restore
-// that lost committed rows) makes every process stop reading the old keys
-// within the scope refresh interval.
+// pairs the database does not hold. Reset bumps the epoch (after a restore
+// that lost committed rows) and announces it in Redis; every read fetches
+// the announcement in its own round-trip, so each process reads under the
+// new scope from its next read on. An epoch changed without Reset (by
+// hand in SQL) is picked up within the scope refresh interval.
 //
 // Going back in time: every drain commit advances a sequence in Postgres,
 // and the drain marks its pairs under that commit's sequence; the scope
@@ -134,10 +136,13 @@ type Cache struct {
 	warnedGen atomic.Int64 // last generation an oversized hash was logged in
 }
 
-// scopeAt is a key scope and when it was read.
+// scopeAt is a key scope, when it was read, and the reset announcement
+// (see Reset) as it was just before: a read that finds another one knows
+// the scope may have changed since.
 type scopeAt struct {
-	scope string
-	at    time.Time
+	scope  string
+	at     time.Time
+	marker string
 }
 
 // Option configures a Cache.
@@ -205,28 +210,89 @@ func (c *Cache) bucket(u uum.UUID) uint32 {
 // cache epoch in base 36. It is re-read every refresh interval; if that
 // fails, the scope in hand is kept and the failure logged, since the
 // epoch rarely changes and the database being down stops the drain anyway.
-func (c *Cache) scopeOf(ctx context.Context) (string, error) {
+func (c *Cache) scopeOf(ctx context.Context) (*scopeAt, error) {
 	now := c.now()
 	if s := c.scope.Load(); s != nil && now.Sub(s.at) < c.refresh {
-		return s.scope, nil
+		return s, nil
 	}
 	c.scopeMu.Lock()
 	defer c.scopeMu.Unlock()
 	s := c.scope.Load()
 	if s != nil && now.Sub(s.at) < c.refresh {
-		return s.scope, nil // fetched while we waited
+		return s, nil // fetched while we waited
 	}
+	marker := c.marker(ctx) // before the scope, so a reset in between shows
 	scope, err := c.fetchScope(ctx)
 	if err != nil {
 		if s == nil {
-			return "", err
+			return nil, err
 		}
 		c.logger.WarnContext(ctx, "refresh seen cache scope, keeping the current one", "error", err)
-		c.scope.Store(&scopeAt{scope: s.scope, at: now})
-		return s.scope, nil
+		s = &scopeAt{scope: s.scope, at: now, marker: s.marker}
+		c.scope.Store(s)
+		return s, nil
 	}
-	c.scope.Store(&scopeAt{scope: scope, at: now})
-	return scope, nil
+	s = &scopeAt{scope: scope, at: now, marker: marker}
+	c.scope.Store(s)
+	return s, nil
+}
+
+// rescoped returns the scope in force after a read under stale found the
+// reset announcement marker: the scope is fetched again unless another
+// read already did. Unlike scopeOf it fails rather than keep a scope a
+// reset may have ended.
+func (c *Cache) rescoped(ctx context.Context, stale *scopeAt, marker string) (*scopeAt, error) {
+	c.scopeMu.Lock()
+	defer c.scopeMu.Unlock()
+	if s := c.scope.Load(); s != stale && s.marker == marker {
+		return s, nil
+	}
+	scope, err := c.fetchScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &scopeAt{scope: scope, at: c.now(), marker: marker}
+	c.scope.Store(s)
+	return s, nil
+}
+
+// marker reads the reset announcement; "" if there is none or it cannot
+// be read (a read that then finds one fetches the scope again).
+func (c *Cache) marker(ctx context.Context) string {
+	v, _ := c.rdb.Get(ctx, rediskey.SeenReset(c.prefix)).Result()
+	return v
+}
+
+// announce tells every process that the epoch is now epoch, and returns
+// the announcement.
+func (c *Cache) announce(ctx context.Context, epoch int64) (string, error) {
+	marker := strconv.FormatInt(epoch, 10)
+	if err := c.rdb.Set(ctx, rediskey.SeenReset(c.prefix), marker, 0).Err(); err != nil {
+		return "", fmt.Errorf("announce seen cache epoch %d: %w", epoch, err)
+	}
+	return marker, nil
+}
+
+// Reset starts a new scope, dropping everything cached so far: it sets a
+// new cache epoch in the database and announces it in Redis, so this
+// process and every running one read and write under it from their next
+// read on. The old keys are never read again and expire. It returns the
+// new epoch; `processor -reset-seen-cache` runs it after Postgres lost
+// committed rows. If the announcement fails the epoch is set all the
+// same, and running processes use it within the scope refresh interval.
+func (c *Cache) Reset(ctx context.Context) (int64, error) {
+	c.scopeMu.Lock()
+	defer c.scopeMu.Unlock()
+	id, epoch, err := c.fetchEpoch(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if epoch, _, err = c.dict.ResetSeenCacheFrom(ctx, epoch); err != nil {
+		return 0, fmt.Errorf("reset seen cache: %w", err)
+	}
+	marker, err := c.announce(ctx, epoch)
+	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now(), marker: marker})
+	return epoch, err
 }
 
 func (c *Cache) fetchScope(ctx context.Context) (string, error) {
@@ -264,6 +330,7 @@ func scopeName(id uum.UUID, epoch int64) string {
 func (c *Cache) Rescope(ctx context.Context) (bool, error) {
 	c.scopeMu.Lock()
 	defer c.scopeMu.Unlock()
+	marker := c.marker(ctx)
 	id, epoch, err := c.fetchEpoch(ctx)
 	if err != nil {
 		return false, err
@@ -288,9 +355,12 @@ func (c *Cache) Rescope(ctx context.Context) (bool, error) {
 			if c.stats != nil {
 				_ = c.stats.Count(MetricRescoped, 1, nil, 1) // statsd is best-effort UDP
 			}
+			if marker, err = c.announce(ctx, epoch); err != nil {
+				c.logger.WarnContext(ctx, "other processes move to the new scope at their own check", "error", err)
+			}
 		}
 	}
-	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now()})
+	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now(), marker: marker})
 	return started, nil
 }
 
@@ -342,7 +412,7 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]boo
 	if len(pairs) == 0 {
 		return nil, 0, nil
 	}
-	scope, err := c.scopeOf(ctx)
+	sc, err := c.scopeOf(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -354,10 +424,17 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]boo
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	lists, old, seq, err := c.read(ctx, scope, g, users.users, withSeq)
+	lists, old, seq, marker, err := c.read(ctx, sc.scope, g, users.users, withSeq)
+	if err == nil && marker != sc.marker {
+		// Reset since the scope was read: answer from the new one.
+		if sc, err = c.rescoped(ctx, sc, marker); err == nil {
+			lists, old, seq, _, err = c.read(ctx, sc.scope, g, users.users, withSeq)
+		}
+	}
 	if err != nil {
 		return nil, 0, err
 	}
+	scope := sc.scope
 	var moves []userIDs
 	for i, u := range users.users {
 		if old[i] {
@@ -395,10 +472,11 @@ func (c *Cache) MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error 
 	if len(pairs) == 0 {
 		return nil
 	}
-	scope, err := c.scopeOf(ctx)
+	sc, err := c.scopeOf(ctx)
 	if err != nil {
 		return err
 	}
+	scope := sc.scope
 	ids, err := c.resolve(ctx, pairs, true)
 	if err != nil {
 		return err
@@ -626,7 +704,7 @@ return {lists, old}`)
 // one pipelined round-trip. withSeq, it also reads the scope's sequence
 // after them (last in the round-trip on one server, in a round-trip of its
 // own otherwise), so it is at least that of every pair read.
-func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID, withSeq bool) (lists []string, old []bool, seq int64, err error) {
+func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID, withSeq bool) (lists []string, old []bool, seq int64, marker string, err error) {
 	calls := c.groupCalls(scope, g, users)
 	for _, cl := range calls {
 		cl.args = make([]any, len(cl.users))
@@ -639,7 +717,14 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 	if withSeq && c.inOrder {
 		after = func(ctx context.Context, p redis.Pipeliner) { seqCmd = p.Get(ctx, rediskey.SeenSeq(c.prefix, scope)) }
 	}
-	cmds, err := c.run(ctx, readScript, calls, nil, after)
+	// MGET, not GET: a missing key is a nil element, not an error that
+	// Exec would report in place of a script's.
+	var markerCmd *redis.SliceCmd
+	before := func(ctx context.Context, p redis.Pipeliner) { markerCmd = p.MGet(ctx, rediskey.SeenReset(c.prefix)) }
+	cmds, err := c.run(ctx, readScript, calls, before, after)
+	if v := markerCmd.Val(); err == nil && len(v) == 1 {
+		marker, _ = v[0].(string)
+	}
 	if err == nil && withSeq {
 		if seqCmd != nil {
 			seq, err = seqCmd.Int64()
@@ -651,13 +736,13 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 		}
 	}
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("read seen cache: %w", err)
+		return nil, nil, 0, "", fmt.Errorf("read seen cache: %w", err)
 	}
 	lists, old = make([]string, len(users)), make([]bool, len(users))
 	for k, cl := range calls {
 		vals, fromPrev, ok := readReply(cmds[k].Val(), len(cl.users))
 		if !ok {
-			return nil, nil, 0, fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
+			return nil, nil, 0, "", fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
 		}
 		for j, i := range cl.users {
 			lists[i], _ = vals[j].(string)
@@ -665,12 +750,12 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 		for _, pos := range fromPrev {
 			n, _ := pos.(int64)
 			if n < 1 || int(n) > len(cl.users) {
-				return nil, nil, 0, fmt.Errorf("read seen cache: unexpected position %v", pos)
+				return nil, nil, 0, "", fmt.Errorf("read seen cache: unexpected position %v", pos)
 			}
 			old[cl.users[n-1]] = true
 		}
 	}
-	return lists, old, seq, nil
+	return lists, old, seq, marker, nil
 }
 
 // readReply splits readScript's reply for n users.

@@ -319,12 +319,17 @@ func testCache(t *testing.T, be redistest.Backend) {
 		// Loaded first, so round-trip counts do not depend on whether an
 		// earlier test on the same server loaded the script.
 		require.NoError(t, cache.Preload(ctx))
+		// Every read fetches the reset announcement: tested on its own
+		// (ResetReachesRunningCachesAtTheirNextRead), left out of the
+		// other round-trip counts.
+		trips := redistest.RecordCommands(conn.Client)
+		trips.Ignore(rediskey.SeenReset(conn.Prefix))
 		return &testBundle{
 			rdb:    conn.Client,
 			conn:   conn,
 			prefix: conn.Prefix,
 			dict:   dict,
-			trips:  redistest.RecordCommands(conn.Client),
+			trips:  trips,
 			clock:  clk,
 			cache:  cache,
 		}
@@ -979,6 +984,41 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.Equal(t, b.dict.idsOf("a"), b.ids(t, b.gen(), u), "the old keys are untouched, left to expire")
 	})
 
+	t.Run("ResetReachesRunningCachesAtTheirNextRead", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		running := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+		trips := redistest.RecordCommands(b.rdb)
+		u := uum.NewUUID()
+		pairs := []uum.Pair{pair(u, "a")}
+		require.NoError(t, running.Mark(ctx, pairs))
+		seen, err := running.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen)
+		trips.Reset()
+
+		// `processor -reset-seen-cache`, from another process.
+		epoch, err := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now)).Reset(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), epoch)
+		require.Equal(t, "1", b.rdb.Get(ctx, rediskey.SeenReset(b.prefix)).Val(), "the reset is announced")
+		trips.Reset()
+
+		seen, err = running.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "the next read, well within the refresh interval, is under the new scope")
+		require.Equal(t, []map[string]int{{"mget": 1, "evalsha": 1}, {"mget": 1, "evalsha": 1}}, trips.TakeCounts(),
+			"the read that finds the announcement reads again under the new scope")
+		_, err = running.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []map[string]int{{"mget": 1, "evalsha": 1}}, trips.TakeCounts(), "once")
+
+		require.NoError(t, running.Mark(ctx, pairs))
+		seen, err = seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now)).Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, seen, "marks after the reset are under the new scope")
+	})
+
 	t.Run("SequenceIsTheHighestMarkedUnder", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -1207,6 +1247,7 @@ func TestCacheSequenceWithoutPipelineOrder(t *testing.T) {
 	cache := seencache.New(ring, prefix, ttl, newFakeDict())
 	require.NoError(t, cache.Preload(ctx))
 	trips := &redistest.CommandLog{}
+	trips.Ignore(rediskey.SeenReset(prefix))
 	ring.AddHook(trips)
 	u := uum.NewUUID()
 

@@ -180,16 +180,20 @@ type pingFunc func(ctx context.Context) error
 
 func (f pingFunc) Ping(ctx context.Context) error { return f(ctx) }
 
-// resetSeenCache bumps the seen-cache epoch in Postgres. Running
-// processes re-read it within seencache.DefaultScopeRefresh; the old keys
-// are never read again and expire.
+// resetSeenCache bumps the seen-cache epoch in Postgres and announces it
+// in Redis: running processes use the new one from their next cache read
+// (their next batch); the old keys are never read again and expire.
 func resetSeenCache(ctx context.Context, deps *app.App, stdout io.Writer) error {
-	epoch, err := deps.Store.ResetSeenCache(ctx)
-	if err != nil {
+	epoch, err := deps.Seen.Reset(ctx)
+	if err != nil && epoch == 0 {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes stop using the old one within %s\n",
-		epoch, seencache.DefaultScopeRefresh)
+	if err != nil {
+		_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes stop using the old one within %s (%v)\n",
+			epoch, seencache.DefaultScopeRefresh, err)
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "seen cache reset to epoch %d; running processes use it from their next batch\n", epoch)
 	return err
 }
 

@@ -46,6 +46,10 @@ func AppendSeen(b []byte, prefix, scope string, generation int64, bucket, groups
 	return strconv.AppendUint(append(b, ':'), uint64(bucket), 10)
 }
 
+// SeenReset returns the string key announcing the seen-cache's epoch
+// after a reset, which every cache read fetches to notice one.
+func SeenReset(prefix string) string { return prefix + "s:reset" }
+
 // SeenSeq returns the string key holding the highest drain sequence the
 // seen-cache of scope was marked under. Its {hash tag} is the scope alone:
 // it is read and written beside the buckets, never in their scripts.

@@ -14,8 +14,20 @@ import (
 // handshake is left out, so tests can count the commands of the code under
 // test alone.
 type CommandLog struct {
-	mu    sync.Mutex
-	trips [][][]any
+	mu     sync.Mutex
+	trips  [][][]any
+	ignore map[string]bool // keys whose commands are not recorded
+}
+
+// Ignore stops recording commands that name key, for suites that count
+// the commands of a feature that key does not belong to.
+func (l *CommandLog) Ignore(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ignore == nil {
+		l.ignore = make(map[string]bool)
+	}
+	l.ignore[key] = true
 }
 
 // RecordCommands adds a CommandLog hook to rdb and returns it.
@@ -45,20 +57,32 @@ func (l *CommandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func (l *CommandLog) record(cmds []redis.Cmder) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var trip [][]any
 	for _, c := range cmds {
 		switch c.Name() {
 		case "hello", "client", "auth", "select", "ping": // connection handshake
 			continue
 		}
+		if l.ignored(c.Args()) {
+			continue
+		}
 		trip = append(trip, c.Args())
 	}
-	if len(trip) == 0 {
-		return
+	if len(trip) > 0 {
+		l.trips = append(l.trips, trip)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.trips = append(l.trips, trip)
+}
+
+// ignored reports whether a command's arguments name an ignored key.
+func (l *CommandLog) ignored(args []any) bool {
+	for _, a := range args[1:] {
+		if s, ok := a.(string); ok && l.ignore[s] {
+			return true
+		}
+	}
+	return false
 }
 
 // Names returns the lower-case names of the commands recorded so far, in
