@@ -365,10 +365,16 @@ func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: 
 // another) is stored once, while identical bytes pushed twice are two
 // entries and two dead letters.
 func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
-	sum := EntrySum(raw, pos)
-	dl := DeadLetter{CorrelationID: "dl_" + hex.EncodeToString(sum[:]), Raw: raw, Reason: reason}
+	dl := DeadLetter{CorrelationID: DeadLetterID(raw, pos), Raw: raw, Reason: reason}
 	dl.EventName, dl.UserID = describe(raw)
 	return dl
+}
+
+// DeadLetterID returns the correlation id of the dead letter of the entry
+// raw found at pos (see NewDeadLetter).
+func DeadLetterID(raw []byte, pos Position) string {
+	sum := EntrySum(raw, pos)
+	return "dl_" + hex.EncodeToString(sum[:])
 }
 
 // describe extracts what an operator filters dead letters by from a raw

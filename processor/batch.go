@@ -36,6 +36,10 @@ type batch struct {
 	over       map[string]bool
 	overReason string
 	counted    counted // what the projection did, for metrics
+	// known are the entries (by index) found already dead-lettered after
+	// the database rejected the batch: decode dead-letters them again,
+	// which stores nothing new.
+	known map[int]bool
 }
 
 // decode splits the raw entries into events and dead letters. A poison
@@ -46,6 +50,10 @@ func (b *batch) decode(names NameChecker) {
 	b.events = make([]uum.Event, 0, len(b.raw))
 	b.bufferedAt = make([]time.Time, len(b.raw))
 	for i, r := range b.raw {
+		if b.known[i] {
+			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), knownReason, b.at.Add(i)))
+			continue
+		}
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
 		if errors.As(err, &de) {
@@ -193,10 +201,6 @@ func (b *batch) merge(parts ...*batch) {
 		for _, i := range p.index {
 			b.index = append(b.index, i+shift)
 		}
-		for _, te := range p.tracked {
-			te.index += shift
-			b.tracked = append(b.tracked, te)
-		}
 		b.bufferedAt = append(b.bufferedAt, p.bufferedAt...)
 		b.newNames = append(b.newNames, p.newNames...)
 		b.dead = append(b.dead, p.dead...)
@@ -206,10 +210,13 @@ func (b *batch) merge(parts ...*batch) {
 		b.result.DeadLetters = append(b.result.DeadLetters, p.result.DeadLetters...)
 		b.result.Seq = max(b.result.Seq, p.result.Seq)
 		for _, dup := range p.result.Duplicates {
-			dup.Index += len(b.tracked)
+			dup.Index += len(b.tracked) // p.tracked follow b's
 			b.result.Duplicates = append(b.result.Duplicates, dup)
 		}
-		b.tracked = append(b.tracked, p.tracked...)
+		for _, te := range p.tracked {
+			te.index += shift
+			b.tracked = append(b.tracked, te)
+		}
 		b.counted.merge(p.counted)
 	}
 }

@@ -70,9 +70,12 @@ type seenCache interface {
 	Rescope(ctx context.Context) (bool, error)
 }
 
-// batchStore commits a batch in one transaction.
+// batchStore commits a batch in one transaction, and says which entries
+// are already dead letters (DeadLettered returns those of the correlation
+// ids that are stored), for a batch the database rejected.
 type batchStore interface {
 	CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error)
+	DeadLettered(ctx context.Context, ids []string) ([]string, error)
 }
 
 var _ source = (*buffer.List)(nil)
@@ -390,29 +393,17 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	if err := d.limitNames(ctx, b); err != nil {
 		return step("names", err)
 	}
-	cctx, cancelCommit := detach(ctx, commitTimeout)
-	defer cancelCommit()
-	if err := d.commit(cctx, b); err != nil {
+	if err := d.commit(ctx, b); err != nil {
+		// What committed before the failure stays committed: its
+		// increments are true, and a re-run finds its rows existing.
+		d.emit(ctx, b)
 		if errors.Is(err, uum.ErrCountersChanged) {
 			return d.holdTracked(b, err)
 		}
 		return step("commit", err)
 	}
 	failpoint.Hit(failpoint.AfterCommitBeforeStatsd)
-	d.warnDeadLettered(ctx, b)
-
-	// Increments go out before the trim: the commit made them true, and a
-	// failed trim must not lose them (a re-run finds the rows existing).
-	for name, n := range b.insertedByName() {
-		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
-	}
-	if n := len(b.result.DeadLetters); n > 0 {
-		_ = d.stats.Count(MetricDeadLettered, int64(n), nil, 1)
-	}
-	d.reportCounted(ctx, b, time.Now())
-	// Sent now, not on the client's interval: a crash loses at most the
-	// increments of the batch in flight.
-	_ = d.stats.Flush()
+	d.emit(ctx, b)
 	d.observeLatencies(b)
 	failpoint.Hit(failpoint.AfterCommitBeforeTrim)
 
@@ -455,6 +446,23 @@ func (d *Drainer) warnDeadLettered(ctx context.Context, b *batch) {
 			d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
 		}
 	}
+}
+
+// emit logs and counts what b's commit did. Increments go out before the
+// trim: the commit made them true, and a failed trim must not lose them (a
+// re-run finds the rows existing).
+func (d *Drainer) emit(ctx context.Context, b *batch) {
+	d.warnDeadLettered(ctx, b)
+	for name, n := range b.insertedByName() {
+		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
+	}
+	if n := len(b.result.DeadLetters); n > 0 {
+		_ = d.stats.Count(MetricDeadLettered, int64(n), nil, 1)
+	}
+	d.reportCounted(ctx, b, time.Now())
+	// Sent now, not on the client's interval: a crash loses at most the
+	// increments of the batch in flight.
+	_ = d.stats.Flush()
 }
 
 // marker runs the seen-cache marks of committed batches in the
@@ -520,78 +528,6 @@ func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
 	}
 	return nil
 }
-
-// commit writes the batch in one transaction. When the database rejects
-// the batch's data (uum.ErrRejected: retrying it would fail the same way
-// forever and stall the buffer behind it), commit finds the entries at
-// fault by bisection, committing the rest, and dead-letters each of them
-// with the database's error as the reason.
-func (d *Drainer) commit(ctx context.Context, b *batch) error {
-	now := time.Now()
-	w := b.write()
-	w.Tracked = b.trackedWrites()
-	w.Project = d.project(b, now)
-	w.Counters = d.fingerprint
-	res, err := d.db.CommitBatch(ctx, w)
-	if err == nil {
-		b.result = res
-		return nil
-	}
-	if errors.Is(err, uum.ErrCacheAhead) {
-		if err := d.rescope(ctx, err); err != nil {
-			return err
-		}
-		b.unseen, b.cacheSeq = b.pairs, 0 // nothing the cache said stands
-		return d.commit(ctx, b)
-	}
-	if !errors.Is(err, uum.ErrRejected) {
-		return err
-	}
-	if len(b.raw) == 1 {
-		return d.isolate(ctx, b, err)
-	}
-	half := len(b.raw) / 2
-	// The halves skip the seen-cache: it only saves work, and this path is
-	// rare.
-	left, right := d.build(b.at, b.raw[:half]), d.build(b.at.Add(half), b.raw[half:])
-	left.limitLike(b)
-	right.limitLike(b)
-	left.unseen, right.unseen = left.pairs, right.pairs
-	if err := d.commit(ctx, left); err != nil {
-		return err
-	}
-	failpoint.Hit(failpoint.MidBisection)
-	if err := d.commit(ctx, right); err != nil {
-		return err
-	}
-	b.merge(left, right)
-	return nil
-}
-
-// isolate dead-letters the single entry of b, which the database refused
-// with rejected: with that error as the reason or, if the database refuses
-// even this dead letter, bare (uum.DeadLetter.Bare), which it cannot
-// refuse for its data. A drain never gives up on one entry.
-func (d *Drainer) isolate(ctx context.Context, b *batch, rejected error) error {
-	d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", rejected)
-	dl := uum.NewDeadLetter([]byte(b.raw[0]), rejectedReason+rejected.Error(), b.at)
-	var err error
-	for _, dl := range []uum.DeadLetter{dl, dl.Bare()} {
-		isolated := &batch{at: b.at, raw: b.raw, dead: []uum.DeadLetter{dl}}
-		if isolated.result, err = d.db.CommitBatch(ctx, isolated.write()); err == nil {
-			*b = *isolated
-			return nil
-		}
-		if !errors.Is(err, uum.ErrRejected) {
-			return err
-		}
-		d.logger.WarnContext(ctx, "dead letter rejected by the database", "correlation_id", dl.CorrelationID, "error", err)
-	}
-	return err
-}
-
-// rejectedReason starts the reason of an entry the database refused.
-const rejectedReason = "rejected by the database: "
 
 // report emits the run gauges and logs the run.
 func (d *Drainer) report(ctx context.Context, sum *Summary) {

@@ -183,6 +183,8 @@ type faultyStore struct {
 	before  func(n int32)    // runs before each commit
 	after   func(n int32)    // runs once commit n succeeded, before it returns
 	written []uum.BatchWrite // every write seen
+	// deadlines are each commit's context deadline, in order.
+	deadlines []time.Time
 	mu      sync.Mutex
 }
 
@@ -190,6 +192,8 @@ func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.Ba
 	n := f.calls.Add(1)
 	f.mu.Lock()
 	f.written = append(f.written, w)
+	deadline, _ := ctx.Deadline()
+	f.deadlines = append(f.deadlines, deadline)
 	f.mu.Unlock()
 	if f.before != nil {
 		f.before(n)
@@ -207,6 +211,10 @@ func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.Ba
 		return uum.BatchResult{}, errors.New("connection lost after commit")
 	}
 	return res, err
+}
+
+func (f *faultyStore) DeadLettered(ctx context.Context, ids []string) ([]string, error) {
+	return f.next.DeadLettered(ctx, ids)
 }
 
 func pairs(users []uum.UUID, names ...string) []uum.Pair {
@@ -588,6 +596,74 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		for _, r := range b.deadLetterReasons(t) {
 			require.NotContains(t, r, "rejected by the database")
 		}
+	})
+
+	t.Run("EachBisectionStepHasItsOwnDeadline", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
+		require.NoError(t, err)
+		b.pushEvents(t, append(pairs(users(7), "a"), pairs(users(1), "refused")...)...)
+		require.Equal(t, 1, b.drain(t).DeadLettered)
+		require.Greater(t, len(b.db.deadlines), 3, "bisected")
+		for i, dl := range b.db.deadlines[1:] {
+			require.True(t, dl.After(b.db.deadlines[i]), "commit %d has a deadline of its own", i+2)
+		}
+	})
+
+	t.Run("WhatAFailedBisectionFoundIsKept", func(t *testing.T) {
+		t.Parallel()
+		refuse := func(b *testBundle) {
+			_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
+			require.NoError(t, err)
+		}
+		// 16 entries, one refused in each half: the first half's is found
+		// and dead-lettered, then the run fails in the second half.
+		u := users(16)
+		var entries []uum.Pair
+		for i, id := range u {
+			name := "a"
+			if i == 2 || i == 13 {
+				name = "refused"
+			}
+			entries = append(entries, uum.Pair{UserID: id, Name: name})
+		}
+
+		fresh := setup(t, newRedis)
+		refuse(fresh)
+		fresh.pushEvents(t, entries...)
+		fresh.drain(t)
+		full := fresh.db.calls.Load()
+
+		b := setup(t, newRedis)
+		refuse(b)
+		b.pushEvents(t, entries...)
+		var found atomic.Bool
+		b.db.after = func(n int32) {
+			if len(b.deadLetterReasons(t)) == 1 {
+				found.Store(true)
+			}
+		}
+		b.db.before = func(n int32) {
+			if found.Load() {
+				b.db.failOn = n // the next commit after the first find fails
+			}
+		}
+		_, err := b.drainer().Drain(ctx)
+		require.Error(t, err)
+		require.Len(t, b.deadLetterReasons(t), 1, "the entry found is dead-lettered although the run failed")
+		require.Len(t, b.pending(t), len(entries), "nothing is trimmed")
+		failed := b.db.calls.Load()
+
+		b.db.before, b.db.after = nil, nil
+		sum := b.drain(t)
+		require.Equal(t, 1, sum.DeadLettered, "the other one")
+		require.Len(t, b.deadLetterReasons(t), 2)
+		require.Empty(t, b.pending(t))
+		require.Less(t, b.db.calls.Load()-failed, full, "the re-run does not search the first half again")
+		require.Equal(t, map[string]int64{"a": 14}, b.totals(t))
+		require.Equal(t, 14.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricEvent),
+			"each pair counted once, those committed by the failed run included")
 	})
 
 	t.Run("ADeadLetterTheDatabaseRefusesIsStoredBare", func(t *testing.T) {

@@ -209,6 +209,7 @@ func (stuckStore) CommitBatch(context.Context, uum.BatchWrite) (uum.BatchResult,
 	fmt.Println("committing")
 	select {}
 }
+func (stuckStore) DeadLettered(context.Context, []string) ([]string, error) { select {} }
 
 // killHolder starts a lease holder process on b's buffer, waits until it
 // is in its commit, lets it run for after more, kills it (SIGKILL) and

@@ -189,3 +189,17 @@ func (s *Store) DeadLetterStats(ctx context.Context) (open int64, oldest time.Ti
 	}
 	return open, oldest, nil
 }
+
+// DeadLettered returns those of the correlation ids that are stored as
+// dead letters, whatever their status.
+func (s *Store) DeadLettered(ctx context.Context, ids []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT correlation_id FROM dead_letters WHERE correlation_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("find dead letters: %w", interpret(err))
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("find dead letters: %w", interpret(err))
+	}
+	return found, nil
+}
