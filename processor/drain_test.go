@@ -185,7 +185,7 @@ type faultyStore struct {
 	written []uum.BatchWrite // every write seen
 	// deadlines are each commit's context deadline, in order.
 	deadlines []time.Time
-	mu      sync.Mutex
+	mu        sync.Mutex
 }
 
 func (f *faultyStore) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
