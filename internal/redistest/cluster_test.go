@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -24,16 +25,17 @@ func TestCluster(t *testing.T) {
 	for i := range 100 {
 		require.NoError(t, c.Set(ctx, fmt.Sprintf("k%d", i), i, 0).Err())
 	}
-	masters := 0
+	// ForEachMaster calls fn for every master at once.
+	var masters atomic.Int32
 	require.NoError(t, c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		masters++
+		masters.Add(1)
 		n, err := m.DBSize(ctx).Result()
 		if err == nil && n == 0 {
 			err = fmt.Errorf("master %s holds no key", m.Options().Addr)
 		}
 		return err
 	}))
-	require.Equal(t, 3, masters)
+	require.Equal(t, int32(3), masters.Load())
 	// CLUSTER SLOTS leaves out replicas that have not received data yet:
 	// count them in CLUSTER NODES instead.
 	nodes, err := c.ClusterNodes(ctx).Result()
