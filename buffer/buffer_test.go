@@ -373,7 +373,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		push(t, b, "e0", "e1", "e2", "e3", "e4", "e5")
 		// The client resends a command whose connection broke, even when
 		// Redis had already run it: here every script runs twice.
-		b.rdb.AddHook(resendScripts{})
+		b.rdb.AddHook(redistest.ResendScripts{})
 
 		lease, err := b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err, "a resent acquire of our own lease is not 'lease held'")
@@ -616,28 +616,6 @@ func BenchmarkPush(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// resendScripts runs every script command twice and answers with the
-// second reply, as a client does when it resends a command whose reply a
-// broken connection lost.
-type resendScripts struct{}
-
-func (resendScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (resendScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			if err := next(ctx, cmd); err != nil {
-				return err
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (resendScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // BenchmarkBacklogMemory reports what a waiting entry costs Redis: 100,000

@@ -15,6 +15,8 @@ package pipemetrics
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,10 +102,16 @@ type Snapshot struct {
 }
 
 // addBinsScript adds sketch bin counts to a minute's hash and sets its
-// expiry. KEYS[1] the minute's hash; ARGV[1] TTL in seconds, then pairs of
-// bin (index or "z") and count. Returns 1.
+// expiry, once per flush id: the client resends a script whose reply it
+// lost, even when Redis had run it, and the resend must not add the bins
+// twice. The id is a field of the same hash ("flush:<id>", which no
+// reader takes for a bin), so it expires with them and stays on their
+// cluster slot. KEYS[1] the minute's hash; ARGV[1] TTL in seconds, ARGV[2]
+// the flush id, then pairs of bin (index or "z") and count. Returns 1, or
+// 0 for a flush already applied.
 var addBinsScript = redis.NewScript(`
-for i = 2, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if redis.call('HSETNX', KEYS[1], 'flush:' .. ARGV[2], 1) == 0 then return 0 end
+for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1`)
 
@@ -127,9 +135,9 @@ func (m *Metrics) Observe(lat []time.Duration) {
 }
 
 // Flush adds the observed latencies to the current minute's sketch in
-// Redis, where every drainer's flushes merge, in one script call. On
-// error the samples are dropped: percentiles are estimates, and a retry
-// could add them twice.
+// Redis, where every drainer's flushes merge, in one script call that
+// applies once however often the client resends it. On error the samples
+// are dropped: percentiles are estimates, and the script may have run.
 func (m *Metrics) Flush(ctx context.Context) error {
 	m.mu.Lock()
 	sk := m.pending
@@ -138,7 +146,7 @@ func (m *Metrics) Flush(ctx context.Context) error {
 	if sk == nil || sk.IsEmpty() {
 		return nil
 	}
-	args := []any{int64(latencyTTL / time.Second)}
+	args := []any{int64(latencyTTL / time.Second), flushID()}
 	sk.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
 		args = append(args, index, int64(count))
 		return false
@@ -163,6 +171,13 @@ func (m *Metrics) CountRescope(ctx context.Context) error {
 		return fmt.Errorf("count seen cache rescope: %w", err)
 	}
 	return nil
+}
+
+// flushID returns a random id for one flush.
+func flushID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // RecordLatencies is Observe then Flush.

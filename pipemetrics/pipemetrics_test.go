@@ -131,6 +131,19 @@ func TestSnapshot(t *testing.T) {
 		require.Error(t, err)
 	})
 
+	// The client resends a script whose reply it lost, even when Redis had
+	// run it: a resent flush adds its bins once.
+	t.Run("ResentFlushCountsOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.rdb.AddHook(redistest.ResendScripts{})
+		require.NoError(t, b.m.RecordLatencies(ctx, []time.Duration{0, time.Millisecond, 2 * time.Millisecond}))
+		require.NoError(t, b.m.RecordLatencies(ctx, []time.Duration{time.Second}))
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), s.ProcessingTimeMS.Samples)
+	})
+
 	t.Run("PercentilesWithinTheSketchError", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

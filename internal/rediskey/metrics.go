@@ -21,7 +21,7 @@ func MetricsRate(prefix string, shard int) string {
 
 // MetricsLatency returns the hash of one minute's buffered-to-committed
 // latency sketch: DDSketch bin index to count ("z" for zero), merged by
-// HINCRBY across drainers.
+// HINCRBY across drainers, and a "flush:<id>" field per flush applied.
 func MetricsLatency(prefix string, minute int64) string {
 	return prefix + "metrics:latency:" + strconv.FormatInt(minute, 10)
 }

@@ -130,3 +130,29 @@ func (l *CommandLog) TakeCounts() []map[string]int {
 }
 
 func name(args []any) string { return strings.ToLower(fmt.Sprint(args[0])) }
+
+// ResendScripts is a client hook that runs every script twice and answers
+// with the second reply, as the client does when it resends a script
+// whose reply a broken connection lost: add it with rdb.AddHook to test
+// that a script applies once.
+type ResendScripts struct{}
+
+// DialHook does nothing.
+func (ResendScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook sends EVAL and EVALSHA twice.
+func (ResendScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook does nothing.
+func (ResendScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
