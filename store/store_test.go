@@ -11,6 +11,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/store"
 )
 
@@ -211,6 +212,6 @@ func TestStore(t *testing.T) {
 	t.Run("MigrateTwiceIsANoOp", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.NoError(t, store.Migrate(ctx, b.pool, slog.New(slog.DiscardHandler)))
+		require.NoError(t, migrations.Apply(ctx, b.pool, slog.New(slog.DiscardHandler)))
 	})
 }

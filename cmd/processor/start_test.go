@@ -20,7 +20,7 @@ import (
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/migrations"
 )
 
 // unreachable is an environment run fails with if it opens anything.
@@ -149,7 +149,7 @@ func TestDatabaseSchema(t *testing.T) {
 		require.InDelta(t, 1, sum["db_inserts"], 0)
 		require.Equal(t, 1, b.count(t, "SELECT count(*) FROM unique_user_events"))
 		require.Equal(t, 8, b.count(t, "SELECT count(*) FROM goose_db_version"), "the other history is untouched")
-		require.Positive(t, b.count(t, "SELECT count(*) FROM "+store.VersionTable+" WHERE version_id > 0"))
+		require.Positive(t, b.count(t, "SELECT count(*) FROM "+migrations.VersionTable+" WHERE version_id > 0"))
 	})
 
 	t.Run("CreatesAMissingSchema", func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDatabaseSchema(t *testing.T) {
 		b.push(t, wire(userA, "mhv_rx_accessed"))
 
 		err = b.run(t, "-once")
-		var serr *store.SchemaError
+		var serr *migrations.SchemaError
 		require.ErrorAs(t, err, &serr)
 		require.Equal(t, []string{"dead_letters", "uum_instance"}, serr.Missing)
 		var stderr bytes.Buffer

@@ -17,6 +17,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/seencache"
@@ -64,7 +65,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := store.Migrate(ctx, a.Pool, logger); err != nil {
+	if err := migrations.Apply(ctx, a.Pool, logger); err != nil {
 		return nil, err
 	}
 	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/failpoint"
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/migrations"
 )
 
 // Start loads the configuration the binary bin (config.BinAPI or
@@ -154,7 +154,7 @@ func ExitStatus(bin string, err error, stderr io.Writer) int {
 // ExitCode is ExitStatus without the log line.
 func ExitCode(err error) int {
 	_, isConfig := errors.AsType[*config.Error](err)
-	_, isSchema := errors.AsType[*store.SchemaError](err)
+	_, isSchema := errors.AsType[*migrations.SchemaError](err)
 	switch {
 	case err == nil:
 		return 0

@@ -23,7 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/migrations"
 )
 
 // URL returns TEST_DATABASE_URL or the local default.
@@ -85,7 +85,7 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, u := EmptySchema(t)
-	if err := store.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+	if err := migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return pool, u

@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/migrations"
 )
 
 // HoldMigrationLock holds the stack's migration lock until the test ends,
@@ -18,7 +18,7 @@ import (
 func (s Stack) HoldMigrationLock(t testing.TB) (waiting func() bool) {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
-	lockID := store.MigrationLockID(s.Env["UUM_DATABASE_SCHEMA"])
+	lockID := migrations.LockID(s.Env["UUM_DATABASE_SCHEMA"])
 	conn, err := s.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatalf("acquire a connection: %v", err)

@@ -1,4 +1,4 @@
-package store_test
+package migrations_test
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/migrations"
-	"github.com/uumhq/uum/store"
 )
 
 func TestMigrate(t *testing.T) {
@@ -28,7 +27,7 @@ func TestMigrate(t *testing.T) {
 	}
 	versions := func(t *testing.T, pool *pgxpool.Pool) []int64 {
 		t.Helper()
-		rows, err := pool.Query(ctx, "SELECT version_id FROM "+store.VersionTable+" WHERE is_applied ORDER BY id")
+		rows, err := pool.Query(ctx, "SELECT version_id FROM "+migrations.VersionTable+" WHERE is_applied ORDER BY id")
 		require.NoError(t, err)
 		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 		require.NoError(t, err)
@@ -44,8 +43,8 @@ func TestMigrate(t *testing.T) {
 			INSERT INTO goose_db_version (version_id, is_applied) SELECT v, true FROM generate_series(0, 9) v`)
 		require.NoError(t, err)
 
-		require.NoError(t, store.Migrate(ctx, pool, discard))
-		tables, err := store.Tables()
+		require.NoError(t, migrations.Apply(ctx, pool, discard))
+		tables, err := migrations.Tables()
 		require.NoError(t, err)
 		for _, table := range tables {
 			require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema() AND tablename = '"+table+"'"), table)
@@ -66,10 +65,10 @@ func TestMigrate(t *testing.T) {
 		_, err = pool.Exec(ctx, "INSERT INTO unique_user_events (user_id, event_name) VALUES (gen_random_uuid(), 'kept')")
 		require.NoError(t, err)
 
-		require.NoError(t, store.Migrate(ctx, pool, discard))
+		require.NoError(t, migrations.Apply(ctx, pool, discard))
 		require.Equal(t, []int64{0, 1, 2}, versions(t, pool)[:3], "carried over, not re-applied")
 		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM unique_user_events WHERE event_name = 'kept'"))
-		require.NoError(t, store.Migrate(ctx, pool, discard), "and from then on its own table is used")
+		require.NoError(t, migrations.Apply(ctx, pool, discard), "and from then on its own table is used")
 	})
 
 	t.Run("ReportsMissingTables", func(t *testing.T) {
@@ -78,8 +77,8 @@ func TestMigrate(t *testing.T) {
 		_, err := pool.Exec(ctx, "DROP TABLE event_names CASCADE")
 		require.NoError(t, err)
 
-		err = store.Migrate(ctx, pool, discard)
-		var serr *store.SchemaError
+		err = migrations.Apply(ctx, pool, discard)
+		var serr *migrations.SchemaError
 		require.ErrorAs(t, err, &serr)
 		require.Equal(t, []string{"event_names"}, serr.Missing)
 		require.ErrorContains(t, err, "missing tables event_names")
@@ -87,9 +86,9 @@ func TestMigrate(t *testing.T) {
 
 	t.Run("TablesAreWhatTheMigrationsCreate", func(t *testing.T) {
 		t.Parallel()
-		tables, err := store.Tables()
+		tables, err := migrations.Tables()
 		require.NoError(t, err)
 		require.Subset(t, tables, []string{"dead_letters", "event_names", "unique_event_totals", "unique_user_events", "uum_instance"})
-		require.NotContains(t, tables, store.VersionTable)
+		require.NotContains(t, tables, migrations.VersionTable)
 	})
 }

@@ -1,4 +1,4 @@
-package store
+package migrations
 
 import (
 	"context"
@@ -17,8 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-
-	"github.com/uumhq/uum/migrations"
 )
 
 // VersionTable is uum's own goose version table. A database may hold
@@ -44,18 +42,18 @@ func (e *SchemaError) Error() string {
 		e.Schema, strings.Join(e.Missing, ", "), e.Schema, VersionTable)
 }
 
-// Migrate creates the schema the pool's search_path names first (public
+// Apply creates the schema the pool's search_path names first (public
 // without one) if it is missing and applies the embedded migrations there
 // that are not applied yet, recording them in VersionTable. Both binaries
 // call it at start; a Postgres advisory lock per schema, held for the
 // whole run, makes concurrent starts apply each migration once. It returns
 // a *SchemaError if a table the migrations create is missing afterwards.
-func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
-	schema := SchemaOf(pool.Config().ConnConfig)
+func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	schema := schemaOf(pool.Config().ConnConfig)
 	if err := createSchema(ctx, pool, schema); err != nil {
 		return err
 	}
-	lockID := MigrationLockID(schema)
+	lockID := LockID(schema)
 	if err := adoptLegacyHistory(ctx, pool, schema, lockID, logger); err != nil {
 		return err
 	}
@@ -65,7 +63,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	if err != nil {
 		return fmt.Errorf("migration lock: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+	p, err := goose.NewProvider(goose.DialectPostgres, db, FS,
 		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true),
 		// Migration numbers are assigned per feature and land in any
 		// order: a database that has 00005 must still take 00003 later.
@@ -86,21 +84,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	return checkTables(ctx, pool, schema)
 }
 
-// UseSchema makes schema the search_path of cfg's connections and returns
-// it. An empty schema means the first schema of cfg's search_path (from
-// the URL), or "public" without one; naming just one schema keeps a
-// "$user" schema, which Postgres searches first by default, from taking
-// uum's tables.
-func UseSchema(cfg *pgx.ConnConfig, schema string) string {
-	if schema == "" {
-		schema = SchemaOf(cfg)
-	}
-	cfg.RuntimeParams["search_path"] = pgx.Identifier{schema}.Sanitize()
-	return schema
-}
-
-// SchemaOf returns the first schema of cfg's search_path, or "public".
-func SchemaOf(cfg *pgx.ConnConfig) string {
+// schemaOf returns the first schema of cfg's search_path, or "public":
+// the schema store.UseSchema set.
+func schemaOf(cfg *pgx.ConnConfig) string {
 	first, _, _ := strings.Cut(cfg.RuntimeParams["search_path"], ",")
 	if s := strings.Trim(strings.TrimSpace(first), `"`); s != "" {
 		return s
@@ -122,12 +108,12 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	return nil
 }
 
-// MigrationLockID is the Postgres advisory lock Migrate holds while it
+// LockID is the Postgres advisory lock Apply holds while it
 // migrates schema (in pg_locks: locktype advisory, objid its low 32 bits):
 // distinct from goose's default, which other applications in the same
 // database take, and per schema, so deployments in different schemas
 // migrate independently.
-func MigrationLockID(schema string) int64 {
+func LockID(schema string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("uum migrations " + schema))
 	return int64(h.Sum64() >> 1)
@@ -193,7 +179,7 @@ func adoptLegacyHistory(ctx context.Context, pool *pgxpool.Pool, schema string, 
 
 // migrationVersions returns the versions of the embedded migrations.
 func migrationVersions() ([]int64, error) {
-	files, err := fs.Glob(migrations.FS, "*.sql")
+	files, err := fs.Glob(FS, "*.sql")
 	if err != nil {
 		return nil, fmt.Errorf("list migrations: %w", err)
 	}
@@ -211,13 +197,13 @@ func migrationVersions() ([]int64, error) {
 // Tables returns the tables the embedded migrations leave in place: those
 // their Up sections create and do not drop again, sorted.
 func Tables() ([]string, error) {
-	files, err := fs.Glob(migrations.FS, "*.sql")
+	files, err := fs.Glob(FS, "*.sql")
 	if err != nil {
 		return nil, fmt.Errorf("list migrations: %w", err)
 	}
 	var tables []string
 	for _, f := range files { // Glob sorts: migrations in order
-		src, err := fs.ReadFile(migrations.FS, f)
+		src, err := fs.ReadFile(FS, f)
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s: %w", f, err)
 		}
