@@ -28,12 +28,11 @@ const (
 
 // Store recounts and repairs the totals; *store.Store satisfies it.
 type Store interface {
-	// FindDrift recounts without locking and returns the totals that
-	// differ.
-	FindDrift(ctx context.Context) ([]uum.Drift, error)
-	// RepairDrift recounts names under the drain's lock and sets the
-	// totals that still differ (nothing with dryRun); it returns them.
-	RepairDrift(ctx context.Context, names []string, dryRun bool) ([]uum.Drift, error)
+	// ReconcileTotals recounts every total in one snapshot, without
+	// locking the drain out, and unless dryRun corrects each drifted one
+	// by its difference; it returns the drift found. Concurrent calls
+	// take turns.
+	ReconcileTotals(ctx context.Context, dryRun bool) ([]uum.Drift, error)
 }
 
 // Recorder keeps the summary of the last reconciliation, which the
@@ -77,30 +76,23 @@ func New(store Store, stats statsd.ClientInterface, logger *slog.Logger, opts ..
 
 // Report is what one reconciliation found and did.
 type Report struct {
-	// Drift is the drift confirmed under the lock: repaired unless DryRun.
+	// Drift is the drift found: repaired unless DryRun.
 	Drift    []uum.Drift `json:"drift"`
 	DryRun   bool        `json:"dry_run"`
 	Duration string      `json:"duration"`
 }
 
-// Run recomputes every total. A first unlocked pass finds candidates, so
-// the common case (no drift) never blocks the drain; only candidates are
-// recounted and repaired under the lock. With dryRun nothing changes.
+// Run recomputes every total in one pass that never blocks the drain,
+// and repairs the drift it finds. With dryRun nothing changes.
 func (r *Reconciler) Run(ctx context.Context, dryRun bool) (Report, error) {
 	start := time.Now()
 	rep := Report{DryRun: dryRun, Drift: []uum.Drift{}}
-	candidates, err := r.store.FindDrift(ctx)
+	drift, err := r.store.ReconcileTotals(ctx, dryRun)
 	if err != nil {
 		return rep, err
 	}
-	if len(candidates) > 0 {
-		names := make([]string, len(candidates))
-		for i, c := range candidates {
-			names[i] = c.EventName
-		}
-		if rep.Drift, err = r.store.RepairDrift(ctx, names, dryRun); err != nil {
-			return rep, err
-		}
+	if drift != nil {
+		rep.Drift = drift
 	}
 	for _, d := range rep.Drift {
 		if d.Stored < 0 {
