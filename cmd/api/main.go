@@ -18,6 +18,7 @@ import (
 
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/console"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/pipemetrics"
@@ -80,7 +81,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store, logger),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),
-		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL))
+		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL),
+		api.WithConsole(console.Handler()))
 
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.API.Addr)
 	if err != nil {

@@ -1,0 +1,191 @@
+// Overview: the pipeline now, refreshed every few seconds while the tab is
+// visible, each figure with its last hour (a point a minute).
+import { api } from './api.js';
+import { h, clear } from './dom.js';
+import { draw, colors } from './charts.js';
+import { pageHeader, toast } from './ui.js';
+import * as fmt from './fmt.js';
+
+const REFRESH_MS = 3000;
+
+// tile is a figure with its chart.
+function tile(title, key) {
+  const value = h('div', { class: 'tile-value', dataset: { metric: key }, text: '–' });
+  const flag = h('span', { class: 'flag', hidden: true });
+  const note = h('div', { class: 'tile-note muted' });
+  const spark = h('div', { class: 'spark' });
+  const el = h('section', { class: 'card tile', dataset: { tile: key } },
+    h('div', { class: 'tile-head' }, h('h2', { class: 'card-title', text: title }), flag),
+    value, note, spark, h('div', { class: 'spark-caption muted', text: 'last hour' }));
+  return { el, value, note, spark, flag };
+}
+
+function setFlag(t, text, kind) {
+  t.flag.hidden = !text;
+  t.flag.textContent = text || '';
+  t.flag.className = `flag flag-${kind || 'warn'}`;
+}
+
+// minutes lays the history's points over the last 60 minutes, null where
+// no processor sampled.
+function minutes(history, now) {
+  const last = Math.floor(now / 60000);
+  const xs = [], byMinute = new Map();
+  for (const p of history.points) byMinute.set(Math.floor(new Date(p.minute).getTime() / 60000), p);
+  for (let m = last - history.minutes + 1; m <= last; m++) xs.push(m * 60);
+  return { xs, at: (i) => byMinute.get(xs[i] / 60) || null };
+}
+
+function series(m, f) {
+  return m.xs.map((_, i) => { const p = m.at(i); return p ? f(p) : null; });
+}
+
+export function mount(el) {
+  const live = h('span', { class: 'live' }, h('span', { class: 'dot' }), h('span', { class: 'live-text', text: 'Loading…' }));
+  const t = {
+    depth: tile('Queue depth', 'queue_depth'),
+    lag: tile('Queue lag', 'queue_lag_seconds'),
+    rate: tile('Processing rate', 'processing_rate'),
+    latency: tile('Buffered → committed latency', 'latency'),
+    dlq: tile('Dead letters', 'dlq_count'),
+    lease: tile('Drain lease', 'lease'),
+    runs: tile('Drain runs', 'last_nonempty_run'),
+    drift: tile('Reconciliation drift', 'drifted'),
+  };
+  t.latency.value.classList.add('pcts');
+  const err = h('div');
+  const totals = h('div', { class: 'totals' });
+  clear(el,
+    pageHeader('Overview', 'The pipeline now, refreshed every 3 seconds while this tab is visible.', live),
+    err,
+    h('div', { class: 'tiles' }, Object.values(t).map((x) => x.el)),
+    h('section', { class: 'card totals-card' }, h('h2', { class: 'card-title', text: 'Since the buffer was created' }), totals));
+
+  let timer = null, stopped = false, failing = false;
+
+  async function refresh() {
+    const now = Date.now();
+    try {
+      const [m, st, hist] = await Promise.all([api('/v1/metrics'), api('/v1/status'), api('/v1/metrics/history')]);
+      if (stopped) return;
+      render(m.data, st, hist, now);
+      clear(err);
+      failing = false;
+      live.className = 'live';
+      live.lastChild.textContent = `Live · updated ${new Date(now).toLocaleTimeString('en-GB')}`;
+    } catch (e) {
+      if (stopped) return;
+      live.className = 'live live-error';
+      live.lastChild.textContent = 'Refresh failed';
+      clear(err, h('div', { class: 'notice notice-error', text: `Could not refresh: ${e.message}` }));
+      if (!failing) toast(`Overview refresh failed: ${e.message}`, 'error');
+      failing = true;
+    }
+  }
+
+  function render(s, st, hist, now) {
+    const m = minutes(hist, now);
+    const spark = (tl, data, sers, opts = {}) => draw(tl.spark, [m.xs, ...data], sers, { spark: true, ...opts });
+
+    const total = (label, key, value, note) => h('div', { class: 'total' },
+      h('div', { class: 'stat-label', text: label }), h('div', { class: 'total-value', dataset: { metric: key }, text: value }),
+      note ? h('div', { class: 'stat-note muted', text: note }) : null);
+    clear(totals,
+      total('Drained', 'total_events', fmt.int(s.total_events)),
+      total('Delivered', 'delivered', fmt.int(s.delivered)),
+      total('Dead-lettered', 'failed', fmt.int(s.failed)),
+      total('Last batch', 'last_processed_at', fmt.ago(s.last_processed_at, now), s.last_processed_at ? fmt.utc(s.last_processed_at) : ''),
+      total('Last dead letter', 'last_failure_at', fmt.ago(s.last_failure_at, now), s.last_failure_at ? fmt.utc(s.last_failure_at) : ''));
+
+    t.depth.value.textContent = fmt.int(s.queue_depth);
+    t.depth.note.textContent = 'entries waiting in the buffer';
+    spark(t.depth, [series(m, (p) => p.queue_depth)], [{ label: 'depth' }]);
+
+    t.lag.value.textContent = fmt.duration(s.queue_lag_seconds);
+    t.lag.note.textContent = 'age of the oldest buffered entry';
+    spark(t.lag, [series(m, (p) => p.queue_lag_seconds)], [{ label: 'lag', color: colors.second }]);
+
+    t.rate.value.textContent = `${fmt.int(s.processing_rate)} / min`;
+    t.rate.note.textContent = 'entries drained in the last 60 s';
+    spark(t.rate, [series(m, (p) => p.processing_rate)], [{ label: 'rate' }]);
+
+    const p = s.processing_time_ms;
+    clear(t.latency.value, ...['p50', 'p95', 'p99'].map((q) =>
+      h('span', { class: 'pct' }, h('small', { text: q }), h('span', { dataset: { metric: q }, text: p.samples ? fmt.ms(p[q]) : '–' }))));
+    t.latency.note.textContent = p.samples ? `last 15 min, ${fmt.int(p.samples)} samples` : 'no samples in the last 15 min';
+    spark(t.latency, [series(m, (x) => x.processing_time_ms.p50), series(m, (x) => x.processing_time_ms.p95), series(m, (x) => x.processing_time_ms.p99)],
+      [{ label: 'p50', area: false }, { label: 'p95', color: colors.second, area: false }, { label: 'p99', color: colors.third, area: false }]);
+
+    t.dlq.value.textContent = fmt.int(s.dlq_count);
+    t.dlq.note.textContent = s.dlq_count ? `open; the oldest failed ${fmt.duration(s.dlq_oldest_age_seconds)} ago` : 'none open';
+    setFlag(t.dlq, s.dlq_count ? 'needs attention' : '', 'warn');
+    spark(t.dlq, [series(m, (x) => x.dlq_count)], [{ label: 'open', color: colors.danger }]);
+
+    renderLease(st, now);
+    spark(t.lease, [series(m, (x) => x.lease_age_seconds ?? 0)], [{ label: 'held for', color: colors.second }]);
+
+    renderRuns(st, now);
+    const drained = series(m, (x) => x.total_events);
+    spark(t.runs, [drained.map((v, i) => (v === null || i === 0 || drained[i - 1] === null ? null : Math.max(v - drained[i - 1], 0)))],
+      [{ label: 'drained', bars: true }]);
+
+    const rec = st.last_reconciliation;
+    t.drift.value.textContent = rec ? `${fmt.int(rec.drifted)} drifted` : 'not run yet';
+    t.drift.note.textContent = rec
+      ? `${rec.dry_run ? 'dry run' : rec.drifted ? 'repaired' : 'totals exact'} · checked ${fmt.ago(rec.finished_at, now)}${rec.event_names?.length ? ': ' + rec.event_names.join(', ') : ''}`
+      : 'the processor reconciles every UUM_RECONCILE_INTERVAL';
+    setFlag(t.drift, rec && rec.drifted ? (rec.dry_run ? 'drift found' : 'drift repaired') : '', rec && rec.dry_run ? 'danger' : 'warn');
+    spark(t.drift, [series(m, (x) => x.drifted)], [{ label: 'drifted', color: colors.third }]);
+  }
+
+  function renderLease(st, now) {
+    const l = st.lease;
+    if (!l) {
+      t.lease.value.textContent = 'free';
+      t.lease.note.textContent = 'no drain is running';
+      setFlag(t.lease, '');
+      return;
+    }
+    t.lease.value.textContent = l.holder || 'an older drainer';
+    const held = l.age_seconds === null ? 'held for an unknown time' : `held for ${fmt.duration(l.age_seconds)}`;
+    t.lease.note.textContent = l.stale
+      ? `${held}, not renewed for ${fmt.duration(l.renewed_seconds_ago)}: the holder is probably dead; the lease frees itself in ${fmt.duration(l.ttl_left_seconds)}`
+      : `${held}, renewed ${fmt.duration(l.renewed_seconds_ago)} ago`;
+    setFlag(t.lease, l.stale ? 'holder dead?' : 'draining', l.stale ? 'danger' : 'ok');
+  }
+
+  function renderRuns(st, now) {
+    const r = st.last_nonempty_run;
+    t.runs.value.textContent = r ? fmt.ago(r.finished_at, now) : 'none yet';
+    const parts = [];
+    if (r) parts.push(`last non-empty run drained ${fmt.int(r.entries_drained)} (${fmt.int(r.inserted)} new, ${fmt.int(r.dead_lettered)} dead-lettered)`);
+    parts.push(st.next_drain_at ? `next run ${fmt.ago(st.next_drain_at, now)}` : 'no processor is scheduling runs');
+    t.runs.note.textContent = parts.join(' · ');
+    setFlag(t.runs, st.last_run?.error ? 'last run failed' : '', 'danger');
+    t.runs.note.title = st.last_run?.error || '';
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    if (stopped || document.hidden) {
+      if (!stopped) {
+        live.className = 'live live-paused';
+        live.lastChild.textContent = 'Paused while the tab is hidden';
+      }
+      return;
+    }
+    timer = setTimeout(async () => { await refresh(); schedule(); }, REFRESH_MS);
+  }
+  const onVisibility = async () => {
+    if (!document.hidden) await refresh();
+    schedule();
+  };
+  document.addEventListener('visibilitychange', onVisibility);
+  refresh().then(schedule);
+
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    document.removeEventListener('visibilitychange', onVisibility);
+  };
+}
