@@ -70,7 +70,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b := setup(t)
 	b.Env["UUM_API_TOKENS"] += ",admin:" + adminToken
 	b.Env["UUM_EVENT_NAMES"] = "signup,login,report_viewed,later"
-	b.Env["UUM_DRAIN_LEASE_TTL"] = "60s"
+	b.Env["UUM_DRAIN_LEASE_TTL"] = "120s"
 	counters := filepath.Join(t.TempDir(), "counters.yaml")
 	require.NoError(t, os.WriteFile(counters, []byte(consoleCounters), 0o600))
 	b.Env["UUM_COUNTERS_FILE"] = counters
@@ -150,6 +150,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		selected := counts.Counts[0]
 		require.Equal(t, selected.UniqueUsers, tab.number(t, `[data-metric=series_total]`))
+		tab.screenshot(t, shots, "unique-users")
 		tab.eval(t, `document.querySelector('.segmented [data-value="90"]').click()`)
 		tab.waitFor(t, `document.querySelector('.segmented .active').dataset.value === '90' && document.querySelector('.chart canvas') !== null`)
 		to := time.Now().UTC()
@@ -164,7 +165,6 @@ func TestConsoleInBrowser(t *testing.T) {
 		api(fmt.Sprintf("/v1/unique-counts/%s/series?period=day&from=%s&to=%s", selected.EventName, from.Format(time.DateOnly), to.Format(time.DateOnly)), &series)
 		require.Len(t, series.Points, 90)
 		require.Equal(t, series.Points[89].Cumulative, tab.number(t, `[data-metric=reach]`))
-		tab.screenshot(t, shots, "unique-users")
 
 		// The CSV is the series.
 		tab.eval(t, `window.__csv = null; const make = URL.createObjectURL;
@@ -434,9 +434,9 @@ func seedConsole(t *testing.T, b *testBundle, countersFile string) *consoleFixtu
 	}
 	require.NoError(t, processor.NewSampler(pm, buf, nil).Sample(ctx))
 
-	// A drainer that took the lease for 25 s and died: the API, told the
-	// drainers renew a 60 s lease, sees it unrenewed for 35 s.
-	lease, err := buf.Acquire(ctx, 25*time.Second)
+	// A drainer that took the lease for 45 s and died: the API, told the
+	// drainers renew a 120 s lease, sees it unrenewed for 75 s.
+	lease, err := buf.Acquire(ctx, 45*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lease.Release(context.WithoutCancel(ctx)) })
 	return &consoleFixture{buf: buf, lease: lease}
@@ -550,7 +550,7 @@ type tab struct {
 
 // tabTimeout bounds each subtest's tab: generous for a busy machine, the
 // waits are on the page's state.
-const tabTimeout = 15 * time.Second
+const tabTimeout = 30 * time.Second
 
 func (br *browser) open(t *testing.T) *tab {
 	t.Helper()
