@@ -379,11 +379,11 @@ func seedConsole(t *testing.T, b *testBundle, countersFile string) *consoleFixtu
 			}
 		}
 	}
-	_, err = st.Backfill(ctx, []string{"signup", "login"}, history)
+	_, _, err = st.Backfill(ctx, []string{"signup", "login"}, history)
 	require.NoError(t, err)
 	var entries [][]byte
 	for i, u := range users[:len(users)/3] {
-		at := now.Add(-time.Duration(i%90) * time.Second)
+		at := now.Add(-time.Duration(i%20) * time.Second)
 		entries = append(entries, uum.Event{UserID: u, Name: "report_viewed"}.MarshalWire(at), uum.Event{UserID: u, Name: "login"}.MarshalWire(at))
 	}
 	seq := 0
@@ -422,14 +422,19 @@ func seedConsole(t *testing.T, b *testBundle, countersFile string) *consoleFixtu
 	for i := 59; i >= 1; i-- {
 		at := now.Add(-time.Duration(i) * time.Minute)
 		wave := int64((60 - i) % 17)
-		total += 30 + (wave*13)%40
-		rec := 0
+		rate := 150 + (wave*37)%120
+		total += rate
+		drifted := 0
 		p := pipemetrics.NewPoint(at, pipemetrics.Snapshot{
 			TotalEvents: total, QueueDepth: 20 + wave*9, QueueLagSeconds: float64(wave) * 1.5,
-			ProcessingRate: 30 + wave*4, DLQCount: int64(min(3, (60-i)/20)),
-			ProcessingTimeMS: pipemetrics.Percentiles{P50: 180 + float64(wave)*6, P95: 420 + float64(wave)*15, P99: 650 + float64(wave)*25, Samples: 100},
+			ProcessingRate: rate, DLQCount: int64(min(3, (60-i)/20)),
+			ProcessingTimeMS: pipemetrics.Percentiles{P50: 4000 + float64(wave)*150, P95: 11000 + float64(wave)*300, P99: 15000 + float64(wave)*350, Samples: rate},
 		})
-		p.Drifted = &rec
+		if i%10 == 0 {
+			held := 2.5 + float64(wave)/4
+			p.LeaseAgeSeconds = &held
+		}
+		p.Drifted = &drifted
 		require.NoError(t, pm.RecordPoint(ctx, p))
 	}
 	require.NoError(t, processor.NewSampler(pm, buf, nil).Sample(ctx))
