@@ -31,7 +31,7 @@ GOLANGCI_LINT := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # Go files outside .data/ (database files) and .bin/.
 GOFILES_CMD := find . \( -path ./.data -o -path ./.bin -o -path ./.git -o -path ./vendor \) -prune -o -name '*.go' -print
 
-.PHONY: help run test bench chaos build fmt vet lint services services-stop clean
+.PHONY: help run test fuzz bench chaos build fmt vet lint services services-stop clean
 
 help: ## List the targets
 	@echo 'usage: make TARGET'
@@ -44,6 +44,16 @@ test: ## Run the tests (starts PostgreSQL and Redis if needed)
 	@scripts/services.sh test
 	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
 	$(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzDrain$$' -fuzztime $(TEST_FUZZTIME) ./processor/
+
+# How long `make fuzz` fuzzes the drain, and how long `make test` does
+# after the tests (FuzzDrain's seeds always run with the tests).
+FUZZTIME ?= 30s
+TEST_FUZZTIME ?= 15s
+
+fuzz: ## Fuzz the drain end to end against PostgreSQL and Redis (FUZZTIME=30s)
+	@scripts/services.sh test
+	$(GO) test -run '^$$' -fuzz '^FuzzDrain$$' -fuzztime $(FUZZTIME) ./processor/
 
 bench: ## Run the benchmarks
 	@scripts/services.sh test
