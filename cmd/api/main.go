@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/console"
 	"github.com/uumhq/uum/dlq"
-	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
@@ -61,16 +61,13 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	defer deps.Close()
 	cfg, logger := deps.Config, deps.Log()
 
-	// The request path is the library's producer side: a Redis client that
-	// never retries (every call is bounded by UUM_PUSH_TIMEOUT or
-	// UUM_READ_TIMEOUT, and a lookup whose cache read fails asks Postgres
-	// at once), concurrent requests' pushes pipelined together. Closed
-	// after the server drained its requests.
-	events, err := uniqueevents.Open(ctx, cfg, logger)
+	// The request path is the library's client over this process's own
+	// dependencies (one composition root: the replica setting reaches the
+	// lookups); deps.Close stops it after the server drained its requests.
+	events, err := deps.Producer()
 	if err != nil {
 		return err
 	}
-	defer events.Close()
 	uniqueevents.SetDefault(events)
 	schedule := processor.NewSchedule(app.AsynqRedis{Options: deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix))
 	defer schedule.Close()

@@ -127,3 +127,29 @@ func TestDatabaseSchema(t *testing.T) {
 		require.JSONEq(t, `{"user_id":"`+userID+`","event_name":"mhv_rx_accessed","logged":true}`, body)
 	})
 }
+
+// TestReplica proves the api's one composition root: with
+// UUM_DATABASE_READ_URL set, GET /v1/events/{user_id}/{event_name} reads
+// the replica. Here that is a schema of its own that alone holds the
+// pair, so an answer from the primary says false.
+func TestReplica(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ServesEventLookups", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		replica, replicaURL := dbtest.Schema(t)
+		_, err := replica.Exec(t.Context(), "INSERT INTO unique_user_events (user_id, event_name) VALUES ($1, 'mhv_rx_accessed')", userID)
+		require.NoError(t, err)
+		delete(b.Env, "UUM_DATABASE_SCHEMA") // each URL's search_path names its schema
+		b.Env["UUM_DATABASE_READ_URL"] = replicaURL
+		s := b.start(t)
+
+		status, body := b.do(t, http.MethodGet, s.base+"/v1/events/"+userID+"/mhv_rx_accessed", readToken, "")
+		require.Equal(t, http.StatusOK, status, body)
+		require.JSONEq(t, `{"user_id":"`+userID+`","event_name":"mhv_rx_accessed","logged":true}`, body)
+		var onPrimary int
+		require.NoError(t, b.Pool.QueryRow(t.Context(), "SELECT count(*) FROM unique_user_events").Scan(&onPrimary))
+		require.Zero(t, onPrimary)
+	})
+}

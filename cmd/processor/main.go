@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/dlq"
-	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/seencache"

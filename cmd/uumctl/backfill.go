@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/uumhq/uum/backfill"
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 )
 
 // backfillReport is the summary uumctl backfill prints.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/checkpoint"
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/store"
 )

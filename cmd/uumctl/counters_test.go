@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/testenv"
 )
 

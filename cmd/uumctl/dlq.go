@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/abbrev"
-	"github.com/uumhq/uum/internal/app"
 )
 
 // dlqFilterFlags adds the API's filters as flags and returns a function

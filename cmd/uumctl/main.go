@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 )
 
 func main() {

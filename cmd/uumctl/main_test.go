@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
 )

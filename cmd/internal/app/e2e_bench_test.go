@@ -1,4 +1,4 @@
-package uniqueevents_test
+package app_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"

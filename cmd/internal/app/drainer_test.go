@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/app"
+	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
 )
@@ -33,7 +33,7 @@ func TestDrainer(t *testing.T) {
 	stack := testenv.New(t)
 	stack.Env["UUM_EVENT_NAMES"] = "first,second"
 	stack.Env["UUM_MAX_EVENT_NAMES"] = "1"
-	counters, err := filepath.Abs(filepath.Join("..", "..", "counters.example.yaml"))
+	counters, err := filepath.Abs(filepath.Join("..", "..", "..", "counters.example.yaml"))
 	require.NoError(t, err)
 	stack.Env["UUM_COUNTERS_FILE"] = counters
 	a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
@@ -91,13 +91,19 @@ func TestDrainer(t *testing.T) {
 	require.Contains(t, reasons(), "boom", "the dead letter of an exhausted run")
 }
 
-// TestOnlyAppBuildsDrainers keeps the binaries on Drainer: processor and
-// uumctl drain each built their own once, and the copies drifted apart.
+// TestOnlyAppBuildsDrainers keeps the binaries on Drainer and Producer:
+// processor and uumctl drain each built their own drainer once, and the
+// copies drifted apart; the api built its client with uniqueevents.Open,
+// a second pool, cache and store that ignored the replica setting.
 func TestOnlyAppBuildsDrainers(t *testing.T) {
 	t.Parallel()
-	root := filepath.Join("..", "..", "cmd")
+	root := filepath.Join("..", "..") // cmd/
+	wired := map[string]string{"processor.NewDrainer": "app.App.Drainer", "uniqueevents.Open": "app.App.Producer"}
 	var checked int
 	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() && e.Name() == "app" {
+			return filepath.SkipDir // the one place that builds them
+		}
 		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
@@ -108,8 +114,10 @@ func TestOnlyAppBuildsDrainers(t *testing.T) {
 		checked++
 		ast.Inspect(f, func(n ast.Node) bool {
 			if sel, ok := n.(*ast.SelectorExpr); ok {
-				if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "processor" && sel.Sel.Name == "NewDrainer" {
-					t.Errorf("%s calls processor.NewDrainer: use app.App.Drainer", path)
+				if pkg, ok := sel.X.(*ast.Ident); ok {
+					if use, ok := wired[pkg.Name+"."+sel.Sel.Name]; ok {
+						t.Errorf("%s calls %s.%s: use %s", path, pkg.Name, sel.Sel.Name, use)
+					}
 				}
 			}
 			return true

@@ -44,6 +44,9 @@ type App struct {
 	// without one.
 	Counters *rules.Set
 	logger   *slog.Logger
+	// closers stop what was built over the dependencies (Producer), last
+	// first, before Close closes the dependencies.
+	closers []func()
 }
 
 // Open connects to Postgres (and migrates it), Redis and statsd. On error
@@ -128,8 +131,13 @@ func openStatsd(cfg config.Statsd) (statsd.ClientInterface, error) {
 	return c, nil
 }
 
-// Close flushes statsd, then closes Redis and Postgres.
+// Close stops what Producer built, flushes statsd, then closes Redis and
+// Postgres.
 func (a *App) Close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
 	var errs []error
 	if a.Stats != nil {
 		errs = append(errs, a.Stats.Flush(), a.Stats.Close())
