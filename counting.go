@@ -66,24 +66,9 @@ type EntityState struct {
 	Active     bool
 }
 
-// Projection is what a batch's new tracked events change.
-type Projection struct {
-	Counters []CounterDelta
-	Buckets  []BucketDelta
-	// Entities are the entities of transition-safe counters that the
-	// fresh events turn on or off, each once, Active unset. Their effect
-	// depends on their states before the batch, so the store loads and
-	// locks those in the transaction and calls Settle with them
-	// (active[i] is the state of Entities[i]); Settle returns the deltas
-	// of the transition-safe counters and the Entities' states after the
-	// batch.
-	Entities []EntityState
-	Settle   func(active []bool) ([]CounterDelta, []EntityState)
-}
-
 // Duplicate is a delivery of an already registered id, newly audited.
 type Duplicate struct {
-	Index       int // into BatchWrite.Tracked
+	Index       int // into the tracked events registered
 	FirstSeenAt time.Time
 }
 

@@ -298,54 +298,6 @@ func (d DeadLetter) Bare() DeadLetter {
 	return DeadLetter{CorrelationID: d.CorrelationID, Raw: d.Raw, Reason: BareReason}
 }
 
-// BatchWrite is everything one drain iteration commits in one transaction.
-// Later stages (counter rules, event-id registry, minute buckets) add
-// fields here so they commit atomically with the pairs.
-type BatchWrite struct {
-	// Pairs are deduplicated pairs the seen-cache did not know, each with
-	// the earliest buffered time the batch holds for it.
-	Pairs []DatedPair
-	// DeadLetters are the poison entries of the batch.
-	DeadLetters []DeadLetter
-	// Names are event names the batch registers: new names it counts.
-	Names []string
-	// Tracked are the tracked events of the batch, in buffer order.
-	Tracked []TrackedWrite
-	// Project, called inside the transaction once the registry has said
-	// which of Tracked are new (fresh[i]), returns what they change. nil
-	// counts nothing.
-	Project func(fresh []bool) Projection
-	// CacheSeq is the highest drain sequence the seen-cache had been
-	// marked under when it filtered Pairs (0: none). A database whose
-	// sequence is below it went back in time: the commit fails with
-	// ErrCacheAhead, even when it has nothing to write.
-	CacheSeq int64
-	// Counters is the fingerprint of the counter definitions Project
-	// counts with ("" for none). A commit with Tracked events fails with
-	// ErrCountersChanged when the database records other definitions.
-	Counters string
-}
-
-// BatchResult is what a committed BatchWrite changed.
-type BatchResult struct {
-	// Inserted are the pairs that did not exist before this commit.
-	Inserted []Pair
-	// DeadLetters are the correlation ids of the dead letters this commit
-	// stored; those a re-run finds already stored are not listed again.
-	DeadLetters []string
-	// Fresh says which of BatchWrite.Tracked were registered by this
-	// commit: neither duplicates nor a replay of an entry already applied.
-	Fresh []bool
-	// Duplicates are the deliveries of known ids this commit audited; a
-	// replayed batch audits none again.
-	Duplicates []Duplicate
-	// Projection is what the commit applied.
-	Projection Projection
-	// Seq is the drain sequence of this commit: the number of drain
-	// commits the database holds with it. 0 when nothing was committed.
-	Seq int64
-}
-
 // Position locates an entry in everything ever pushed to one buffer shard:
 // the shard's epoch (random, made when its cursor was created) and the
 // number of entries trimmed from the shard before it. Only fenced trims

@@ -126,7 +126,7 @@ func TestLoad(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		drained := uum.Pair{UserID: uum.NewUUID(), Name: "login"}
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(drained)})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(drained)})
 		require.NoError(t, err)
 		fresh := uum.NewUUID()
 		sum, err := b.load(t, nil, backfill.Options{},

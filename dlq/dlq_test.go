@@ -270,7 +270,7 @@ func TestQueue(t *testing.T) {
 		for i, raw := range raws {
 			dls = append(dls, uum.NewDeadLetter([]byte(raw), "rejected by the database: 22P05", uum.Position{Epoch: "e", Offset: int64(i)}))
 		}
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: dls})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: dls})
 		require.NoError(t, err)
 
 		stored := b.all(t, uum.DeadLetterFilter{})

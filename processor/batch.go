@@ -28,7 +28,7 @@ type batch struct {
 	// firstAt is the earliest buffered time of each pair's entries, for
 	// the pairs any entry of which carries one: its first-seen time.
 	firstAt map[uum.Pair]time.Time
-	result  uum.BatchResult // what the commit changed
+	result  result // what the commit changed
 	// newNames are names the commit registers (the name cap admitted them).
 	newNames []string
 	// over are the names the name cap refused, dead-lettered with
@@ -117,15 +117,15 @@ func (b *batch) filterSeen(hits []bool) {
 	}
 }
 
-// write is what the batch commits in one transaction: the unseen pairs
-// with their first-seen times (zero, the commit time, for pairs whose
-// entries are all version 1).
-func (b *batch) write() uum.BatchWrite {
+// datedUnseen returns the unseen pairs with their first-seen times (zero,
+// the commit time, for pairs whose entries are all version 1): the pairs
+// the batch commits.
+func (b *batch) datedUnseen() []uum.DatedPair {
 	pairs := make([]uum.DatedPair, len(b.unseen))
 	for i, p := range b.unseen {
 		pairs[i] = uum.DatedPair{Pair: p, CreatedAt: b.firstAt[p]}
 	}
-	return uum.BatchWrite{Pairs: pairs, DeadLetters: b.dead, Names: b.newNames, CacheSeq: b.cacheSeq}
+	return pairs
 }
 
 // names returns the distinct event names of the batch, first occurrence

@@ -92,7 +92,7 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int) {
 		old := slices.Clone(ps[:len(ps)*seenPct/100])
 		rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 		for chunk := range slices.Chunk(old, 5000) {
-			if _, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(chunk...)}); err != nil {
+			if _, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(chunk...)}); err != nil {
 				b.Fatal(err)
 			}
 			if err := seen.Mark(ctx, chunk); err != nil {

@@ -3,10 +3,14 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/failpoint"
+	"github.com/uumhq/uum/store"
 )
 
 // commit writes the batch in one transaction. Every entry the rules can
@@ -46,13 +50,13 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 	cctx, cancel := detach(ctx, commitTimeout)
 	defer cancel()
-	res, err := d.db.CommitBatch(cctx, d.write(b))
+	res, err := d.commitTx(cctx, b, time.Now())
 	if errors.Is(err, uum.ErrCacheAhead) {
 		if err := d.rescope(cctx, err); err != nil {
 			return err
 		}
 		b.unseen, b.cacheSeq = b.pairs, 0 // nothing the cache said stands
-		res, err = d.db.CommitBatch(cctx, d.write(b))
+		res, err = d.commitTx(cctx, b, time.Now())
 	}
 	if err != nil {
 		b.counted = counted{} // the projection's figures were rolled back
@@ -60,15 +64,6 @@ func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 	}
 	b.result = res
 	return nil
-}
-
-// write is what b commits in one transaction.
-func (d *Drainer) write(b *batch) uum.BatchWrite {
-	w := b.write()
-	w.Tracked = b.trackedWrites()
-	w.Project = d.project(b, time.Now())
-	w.Counters = d.fingerprint
-	return w
 }
 
 // setAside returns b rebuilt with the entries that are already dead
@@ -174,3 +169,125 @@ const rejectedReason = "rejected by the database: "
 // knownReason is the reason of an entry found already dead-lettered; its
 // stored dead letter keeps the reason it was stored with.
 const knownReason = "dead-lettered by an earlier run"
+
+// batchStore is where a drain commits: one transaction per batch, whose
+// steps the processor writes itself with store's DBTX functions (see
+// commitTx), the check of a batch with nothing to write, and which
+// entries are already dead letters (DeadLettered returns those of the
+// correlation ids that are stored), for a batch the database rejected.
+// *store.Store satisfies it.
+type batchStore interface {
+	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+	CheckDrain(ctx context.Context, c store.DrainCheck) error
+	DeadLettered(ctx context.Context, ids []string) ([]string, error)
+}
+
+var _ batchStore = (*store.Store)(nil)
+
+// result is what a batch's commit changed.
+type result struct {
+	// Inserted are the pairs that did not exist before this commit.
+	Inserted []uum.Pair
+	// DeadLetters are the correlation ids of the dead letters this commit
+	// stored; those a re-run finds already stored are not listed again.
+	DeadLetters []string
+	// Duplicates are the deliveries of known ids this commit audited
+	// (Index into batch.tracked); a replayed batch audits none again.
+	Duplicates []uum.Duplicate
+	// Seq is the drain sequence of this commit: the number of drain
+	// commits the database holds with it. 0 when nothing was committed.
+	Seq int64
+}
+
+// commitTx writes b in one transaction, or nothing if any step fails. A
+// batch with nothing to write costs no SQL, or one read to check the
+// seen-cache's drain sequence.
+//
+// The steps run in this order, which is the lock order every drain
+// commit takes, so that two drainers (a resumed one and the lease holder)
+// can wait for each other but never deadlock:
+//
+//  1. the uum_instance row (AdvanceDrain: the drain sequence, checked
+//     against the seen-cache's and the counters fingerprint);
+//  2. the event-name dictionary (RegisterNames), in name order;
+//  3. the pairs and their totals, days and hours (InsertPairs), sorted;
+//  4. the dead letters (InsertDeadLetters), by correlation id;
+//  5. the event-id registry and its audit (RegisterEvents), by id;
+//  6. then, computed here from the fresh events (project, no SQL), the
+//     transition-safe counters' entity states (LockEntityStates, in key
+//     order, before any counter row), settled here (no SQL);
+//  7. the counter rows (ApplyCounters), the entity states written back
+//     (WriteEntityStates: rows locked in 6), the minute buckets
+//     (ApplyBuckets), each in key order;
+//  8. the counters' commit mark (MarkCounted).
+func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result, error) {
+	pairs := b.datedUnseen()
+	tracked := b.trackedWrites()
+	check := store.DrainCheck{CacheSeq: b.cacheSeq, Counters: d.fingerprint, Tracked: len(tracked) > 0}
+	if len(pairs) == 0 && len(b.dead) == 0 && len(b.newNames) == 0 && len(tracked) == 0 {
+		return result{}, d.db.CheckDrain(ctx, check)
+	}
+	var res result
+	err := d.db.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if res.Seq, err = store.AdvanceDrain(ctx, tx, check); err != nil {
+			return err
+		}
+		if err = store.RegisterNames(ctx, tx, b.newNames); err != nil {
+			return err
+		}
+		if res.Inserted, err = store.InsertPairs(ctx, tx, pairs); err != nil {
+			return err
+		}
+		if res.DeadLetters, err = store.InsertDeadLetters(ctx, tx, b.dead); err != nil {
+			return err
+		}
+		if err = d.commitTracked(ctx, tx, b, tracked, now, &res); err != nil {
+			return err
+		}
+		failpoint.Hit(failpoint.BeforeCommit)
+		return nil
+	})
+	if err != nil {
+		return result{}, fmt.Errorf("commit batch: %w", err)
+	}
+	return res, nil
+}
+
+// commitTracked is the tracked events' part of commitTx (steps 5 to 8):
+// registry and audit, then the projection of the fresh events onto the
+// counters (without counters, it only counts the unmatched events).
+func (d *Drainer) commitTracked(ctx context.Context, tx pgx.Tx, b *batch, tracked []uum.TrackedWrite, now time.Time, res *result) error {
+	if len(tracked) == 0 {
+		return nil
+	}
+	fresh, dups, err := store.RegisterEvents(ctx, tx, tracked)
+	if err != nil {
+		return err
+	}
+	res.Duplicates = dups
+	p := d.project(b, fresh, now)
+	if p.empty() {
+		return nil
+	}
+	counters, states := p.counters, []uum.EntityState(nil)
+	if tr := &p.transitions; len(tr.entities) > 0 {
+		active, err := store.LockEntityStates(ctx, tx, tr.entities)
+		if err != nil {
+			return err
+		}
+		var deltas []uum.CounterDelta
+		deltas, states = tr.settle(active, &b.counted)
+		counters = append(counters, deltas...)
+	}
+	if err := store.ApplyCounters(ctx, tx, counters); err != nil {
+		return err
+	}
+	if err := store.WriteEntityStates(ctx, tx, states); err != nil {
+		return err
+	}
+	if err := store.ApplyBuckets(ctx, tx, p.buckets); err != nil {
+		return err
+	}
+	return store.MarkCounted(ctx, tx)
+}

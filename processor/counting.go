@@ -93,76 +93,87 @@ func (b *batch) trackedWrites() []uum.TrackedWrite {
 	return out
 }
 
-// project is the projection step, run inside the commit once the registry
-// has said which tracked events are fresh: per-key sums of the persistent
-// counters' steps in event order (so the floor is applied in order) and
-// per-(counter, scope, minute) bucket counts, each written once. The
-// steps of transition-safe counters are kept aside, with their entities,
-// for the store to settle once it has locked those entities' states.
-func (d *Drainer) project(b *batch, now time.Time) func(fresh []bool) uum.Projection {
-	return func(fresh []bool) uum.Projection {
-		c := counted{steps: map[string]int64{}, ignored: map[string]int64{}, late: map[string]int64{}}
-		var sums keySums
-		var tr transitions
-		buckets := map[uum.BucketDelta]int64{} // Count zero in the key
-		var border []uum.BucketDelta
-		horizon := now.Add(-d.retention)
-		for i, t := range b.tracked {
-			if !fresh[i] {
+// projection is what a batch's fresh tracked events change: per-key sums
+// of the persistent counters' steps in event order (so the floor is
+// applied in order) and per-(counter, scope, minute) bucket counts, each
+// written once. The steps of transition-safe counters wait in
+// transitions, with their entities, until the commit has locked those
+// entities' states (see settle).
+type projection struct {
+	counters    []uum.CounterDelta
+	buckets     []uum.BucketDelta
+	transitions transitions
+}
+
+// project computes the projection of the tracked events of b that the
+// registry found fresh (fresh[i] for b.tracked[i]) and records in
+// b.counted what it counted.
+func (d *Drainer) project(b *batch, fresh []bool, now time.Time) projection {
+	c := counted{steps: map[string]int64{}, ignored: map[string]int64{}, late: map[string]int64{}}
+	var (
+		sums   keySums
+		p      projection
+		border []uum.BucketDelta
+	)
+	buckets := map[uum.BucketDelta]int64{} // Count zero in the key
+	horizon := now.Add(-d.retention)
+	for i, t := range b.tracked {
+		if !fresh[i] {
+			continue
+		}
+		e := t.TrackedEvent
+		if !d.counters.Counts(e.Type) {
+			if c.unmatched == nil {
+				c.unmatched = map[string]int64{}
+			}
+			c.unmatched[e.Type]++
+			continue
+		}
+		if c.oldest.IsZero() || e.OccurredAt.Before(c.oldest) {
+			c.oldest = e.OccurredAt
+		}
+		for _, s := range d.counters.Steps(e) {
+			if s.Counter.TransitionSafe {
+				p.transitions.add(s)
 				continue
 			}
-			e := t.TrackedEvent
-			if !d.counters.Counts(e.Type) {
-				if c.unmatched == nil {
-					c.unmatched = map[string]int64{}
-				}
-				c.unmatched[e.Type]++
+			sums.add(s, s.Delta)
+			c.steps[s.Counter.Name]++
+		}
+		for _, w := range d.counters.Windows(e) {
+			if e.OccurredAt.Before(horizon) {
+				c.tooLate++
 				continue
 			}
-			if c.oldest.IsZero() || e.OccurredAt.Before(c.oldest) {
-				c.oldest = e.OccurredAt
+			if e.OccurredAt.Before(now.Add(-w.Window)) {
+				c.late[w.Name]++
 			}
-			for _, s := range d.counters.Steps(e) {
-				if s.Counter.TransitionSafe {
-					tr.add(s)
-					continue
-				}
-				sums.add(s, s.Delta)
-				c.steps[s.Counter.Name]++
+			minute := e.OccurredAt.Unix() / 60 // occurred_at is never before 1970
+			scopes := []string{""}
+			if e.OrgID != "" {
+				scopes = append(scopes, e.OrgID)
 			}
-			for _, w := range d.counters.Windows(e) {
-				if e.OccurredAt.Before(horizon) {
-					c.tooLate++
-					continue
+			for _, scope := range scopes {
+				k := uum.BucketDelta{Counter: w.Name, Scope: scope, Minute: minute}
+				if _, ok := buckets[k]; !ok {
+					border = append(border, k)
 				}
-				if e.OccurredAt.Before(now.Add(-w.Window)) {
-					c.late[w.Name]++
-				}
-				minute := e.OccurredAt.Unix() / 60 // occurred_at is never before 1970
-				scopes := []string{""}
-				if e.OrgID != "" {
-					scopes = append(scopes, e.OrgID)
-				}
-				for _, scope := range scopes {
-					k := uum.BucketDelta{Counter: w.Name, Scope: scope, Minute: minute}
-					if _, ok := buckets[k]; !ok {
-						border = append(border, k)
-					}
-					buckets[k]++
-				}
+				buckets[k]++
 			}
 		}
-		p := uum.Projection{Counters: sums.deltas(), Entities: tr.entities}
-		for _, k := range border {
-			k.Count = buckets[k]
-			p.Buckets = append(p.Buckets, k)
-		}
-		b.counted = c
-		if len(tr.steps) > 0 {
-			p.Settle = tr.settle(&b.counted)
-		}
-		return p
 	}
+	p.counters = sums.deltas()
+	for _, k := range border {
+		k.Count = buckets[k]
+		p.buckets = append(p.buckets, k)
+	}
+	b.counted = c
+	return p
+}
+
+// empty reports whether the projection writes nothing.
+func (p *projection) empty() bool {
+	return len(p.counters) == 0 && len(p.buckets) == 0 && len(p.transitions.entities) == 0
 }
 
 // keySums sums a batch's steps per persistent counter key, in event
@@ -208,7 +219,8 @@ func (k *keySums) deltas() []uum.CounterDelta {
 
 // transitions are a batch's steps of transition-safe counters, in event
 // order, and the entities they touch, each once. Their effect waits for
-// the entities' states, which the store loads in the transaction.
+// the entities' states, which the commit locks and loads in the
+// transaction.
 type transitions struct {
 	steps    []rules.Step
 	at       []int // index into entities of each step
@@ -236,29 +248,29 @@ func (t *transitions) add(s rules.Step) {
 	t.at = append(t.at, i)
 }
 
-// settle returns the projection's Settle: it applies the steps in event
-// order to the entities' states before the batch, sums the steps that
-// changed a state per key (with the floor, like raw steps), and counts
-// into c what it applied and ignored.
-func (t *transitions) settle(c *counted) func(active []bool) ([]uum.CounterDelta, []uum.EntityState) {
-	return func(active []bool) ([]uum.CounterDelta, []uum.EntityState) {
-		on := slices.Clone(active)
-		var sums keySums
-		for i, s := range t.steps {
-			delta := s.Settle(&on[t.at[i]])
-			if delta == 0 {
-				c.ignored[s.Counter.Name]++
-				continue
-			}
-			sums.add(s, delta)
-			c.steps[s.Counter.Name]++
+// settle applies the steps in event order to the entities' states before
+// the batch (active[i] is the state of entities[i], as locked), sums the
+// steps that changed a state per key (with the floor, like raw steps),
+// and counts into c what it applied and ignored. It returns the
+// transition-safe counters' deltas and the entities' states after the
+// batch.
+func (t *transitions) settle(active []bool, c *counted) ([]uum.CounterDelta, []uum.EntityState) {
+	on := slices.Clone(active)
+	var sums keySums
+	for i, s := range t.steps {
+		delta := s.Settle(&on[t.at[i]])
+		if delta == 0 {
+			c.ignored[s.Counter.Name]++
+			continue
 		}
-		after := slices.Clone(t.entities)
-		for i := range after {
-			after[i].Active = on[i]
-		}
-		return sums.deltas(), after
+		sums.add(s, delta)
+		c.steps[s.Counter.Name]++
 	}
+	after := slices.Clone(t.entities)
+	for i := range after {
+		after[i].Active = on[i]
+	}
+	return sums.deltas(), after
 }
 
 // reportCounted emits the counters' metrics and logs the duplicates of a

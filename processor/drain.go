@@ -70,14 +70,6 @@ type seenCache interface {
 	Rescope(ctx context.Context) (bool, error)
 }
 
-// batchStore commits a batch in one transaction, and says which entries
-// are already dead letters (DeadLettered returns those of the correlation
-// ids that are stored), for a batch the database rejected.
-type batchStore interface {
-	CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error)
-	DeadLettered(ctx context.Context, ids []string) ([]string, error)
-}
-
 var _ source = (*buffer.List)(nil)
 
 // Summary is the outcome of one drain run; `processor -once` prints it.

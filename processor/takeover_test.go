@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/store"
 )
 
 // watchedSource is the buffer, telling watching when a drainer first
@@ -205,7 +207,12 @@ func (neverSeen) Rescope(context.Context) (bool, error)            { return fals
 // stuckStore's commit never returns, as one stuck on a dead connection.
 type stuckStore struct{}
 
-func (stuckStore) CommitBatch(context.Context, uum.BatchWrite) (uum.BatchResult, error) {
+func (stuckStore) InTx(context.Context, func(pgx.Tx) error) error {
+	fmt.Println("committing")
+	select {}
+}
+
+func (stuckStore) CheckDrain(context.Context, store.DrainCheck) error {
 	fmt.Println("committing")
 	select {}
 }

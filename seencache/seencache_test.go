@@ -1362,7 +1362,7 @@ func TestCacheWithStore(t *testing.T) {
 		b := setup(t)
 		cache := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
 		pairs := []uum.Pair{pair(uum.NewUUID(), "signup")}
-		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(pairs...)})
+		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
 		require.NoError(t, err)
 		require.NoError(t, cache.MarkSeq(ctx, pairs, res.Seq))
 		started, err := cache.Rescope(ctx)

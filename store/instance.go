@@ -11,12 +11,28 @@ import (
 	"github.com/uumhq/uum"
 )
 
-// advanceDrain is a drain commit's first step: it adds the commit to the
-// drain sequence and checks the batch against what the database holds.
-// It locks the uum_instance row until the commit, which drains already
-// take turns at through the buffer lease. It returns the commit's
+// DrainCheck is what a drain commit is checked against (see
+// AdvanceDrain).
+type DrainCheck struct {
+	// CacheSeq is the highest drain sequence the seen-cache had been
+	// marked under when it filtered the batch's pairs (0: none). A
+	// database whose sequence is below it went back in time: the check
+	// fails with uum.ErrCacheAhead.
+	CacheSeq int64
+	// Counters is the fingerprint of the counter definitions the batch's
+	// tracked events are counted with ("" for none). With Tracked, the
+	// check fails with uum.ErrCountersChanged when the database records
+	// other definitions.
+	Counters string
+	Tracked  bool
+}
+
+// AdvanceDrain is a drain commit's first step: it adds the commit to the
+// drain sequence and checks the batch against what the database holds
+// (c). It locks the uum_instance row until the commit, which drains
+// already take turns at through the buffer lease. It returns the commit's
 // sequence.
-func advanceDrain(ctx context.Context, tx DBTX, w uum.BatchWrite) (int64, error) {
+func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
 	var (
 		seq      int64
 		counters pgtype.Text
@@ -25,20 +41,20 @@ func advanceDrain(ctx context.Context, tx DBTX, w uum.BatchWrite) (int64, error)
 	if err != nil {
 		return 0, fmt.Errorf("advance drain sequence: %w", err)
 	}
-	return seq, checkDrain(seq-1, counters, w)
+	return seq, checkDrain(seq-1, counters, c)
 }
 
 // checkDrain refuses a batch the database cannot take as it is: one
 // filtered by seen-cache answers marked under drain commits the database
 // does not hold (held is how many it holds), or tracked events counted
 // with other counters than the recorded ones (NULL: none recorded yet).
-func checkDrain(held int64, counters pgtype.Text, w uum.BatchWrite) error {
-	if held < w.CacheSeq {
-		return fmt.Errorf("%w: it holds %d drain commits, the seen-cache was marked at commit %d", uum.ErrCacheAhead, held, w.CacheSeq)
+func checkDrain(held int64, counters pgtype.Text, c DrainCheck) error {
+	if held < c.CacheSeq {
+		return fmt.Errorf("%w: it holds %d drain commits, the seen-cache was marked at commit %d", uum.ErrCacheAhead, held, c.CacheSeq)
 	}
-	if len(w.Tracked) > 0 && counters.Valid && counters.String != w.Counters {
+	if c.Tracked && counters.Valid && counters.String != c.Counters {
 		return fmt.Errorf("%w: the database records %s, the drainer counts with %s",
-			uum.ErrCountersChanged, FingerprintOrNone(counters.String), FingerprintOrNone(w.Counters))
+			uum.ErrCountersChanged, FingerprintOrNone(counters.String), FingerprintOrNone(c.Counters))
 	}
 	return nil
 }
@@ -51,14 +67,18 @@ func FingerprintOrNone(fp string) string {
 	return fp
 }
 
-// checkCache is the check of a batch with nothing to write: the
-// seen-cache's answers still must come from commits the database holds.
-func (s *Store) checkCache(ctx context.Context, w uum.BatchWrite) error {
+// CheckDrain is the check of a drain batch with nothing to write, which
+// commits nothing: the seen-cache's answers still must come from commits
+// the database holds (c.CacheSeq; 0 costs no SQL).
+func (s *Store) CheckDrain(ctx context.Context, c DrainCheck) error {
+	if c.CacheSeq <= 0 {
+		return nil
+	}
 	held, err := s.DrainSeq(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("check drain: %w", err)
 	}
-	return checkDrain(held, pgtype.Text{}, w)
+	return checkDrain(held, pgtype.Text{}, DrainCheck{CacheSeq: c.CacheSeq})
 }
 
 // DrainSeq returns the drain sequence: how many drain commits the

@@ -19,7 +19,7 @@ func TestDrainSequence(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for want := int64(1); want <= 3; want++ {
-			res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pair()})
+			res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
 			require.NoError(t, err)
 			require.Equal(t, want, res.Seq)
 		}
@@ -27,7 +27,7 @@ func TestDrainSequence(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(3), seq)
 
-		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{})
+		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{})
 		require.NoError(t, err)
 		require.Zero(t, res.Seq, "a batch with nothing to write commits nothing")
 	})
@@ -36,16 +36,16 @@ func TestDrainSequence(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		for range 2 {
-			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pair()})
+			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
 			require.NoError(t, err)
 		}
 		// The cache was marked at commit 2: a database holding 2 commits
 		// is not behind it.
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: pair(), CacheSeq: 2})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair(), CacheSeq: 2})
 		require.NoError(t, err)
 
 		p := pair()
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: p, CacheSeq: 4})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: p, CacheSeq: 4})
 		require.ErrorIs(t, err, uum.ErrCacheAhead)
 		require.ErrorContains(t, err, "holds 3 drain commits, the seen-cache was marked at commit 4")
 		logged, err := b.store.EventLogged(ctx, p[0].Pair)
@@ -55,9 +55,9 @@ func TestDrainSequence(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(3), seq, "the failed commit did not advance the sequence")
 
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{CacheSeq: 4})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 4})
 		require.ErrorIs(t, err, uum.ErrCacheAhead, "a batch the cache filtered entirely is checked too")
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{CacheSeq: 3})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 3})
 		require.NoError(t, err)
 	})
 
@@ -127,20 +127,20 @@ func TestCountersRecord(t *testing.T) {
 	t.Run("TrackedEventsOfOtherCountersAreNotCommitted", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked(), Counters: y.Fingerprint})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked(), Counters: y.Fingerprint})
 		require.NoError(t, err, "nothing recorded: nothing to differ from")
 
 		_, _, err = b.store.AcceptCounters(ctx, x)
 		require.NoError(t, err)
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked(), Counters: y.Fingerprint})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked(), Counters: y.Fingerprint})
 		require.ErrorIs(t, err, uum.ErrCountersChanged)
 		require.ErrorContains(t, err, "the database records sha256:x, the drainer counts with sha256:y")
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked()})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked()})
 		require.ErrorIs(t, err, uum.ErrCountersChanged, "a drainer without a counters file holds them too")
 
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}), Counters: y.Fingerprint})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}), Counters: y.Fingerprint})
 		require.NoError(t, err, "events that are not tracked do not depend on the counters")
-		_, err = b.store.CommitBatch(ctx, uum.BatchWrite{Tracked: tracked(), Counters: x.Fingerprint})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked(), Counters: x.Fingerprint})
 		require.NoError(t, err)
 	})
 }

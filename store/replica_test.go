@@ -58,7 +58,7 @@ func TestReplicaRouting(t *testing.T) {
 	require.Equal(t, 1, strings.Count(logs.String(), "read replica unavailable"), "logged once per transition")
 
 	// Writes never touch the replica.
-	_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"})})
+	_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"})})
 	require.NoError(t, err)
 }
 

@@ -105,23 +105,6 @@ func WriteEntityStates(ctx context.Context, db DBTX, states []uum.EntityState) e
 	return nil
 }
 
-// settleTransitions is the transition-safe part of a projection: lock the
-// entities' states, let p.Settle turn the steps into counter deltas, and
-// keep the states after the batch in p.Entities for WriteEntityStates.
-func settleTransitions(ctx context.Context, db DBTX, p *uum.Projection) error {
-	if len(p.Entities) == 0 || p.Settle == nil {
-		return nil
-	}
-	active, err := LockEntityStates(ctx, db, p.Entities)
-	if err != nil {
-		return err
-	}
-	deltas, after := p.Settle(active)
-	p.Counters = append(p.Counters, deltas...)
-	p.Entities = after
-	return nil
-}
-
 func compareStates(a, b uum.EntityState) int {
 	return cmp.Or(cmp.Compare(a.Counter, b.Counter), bytes.Compare(a.Key, b.Key), bytes.Compare(a.Entity, b.Entity))
 }

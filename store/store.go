@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/internal/pgtext"
 )
 
@@ -51,82 +50,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// CommitBatch applies one drain iteration in one transaction, as a
-// sequence of steps over the batch: advance the drain sequence (checking
-// w.CacheSeq and w.Counters, see uum.BatchWrite), register its new event
-// names, insert the unseen pairs and add the new ones to the totals, store
-// the dead letters, register the tracked events' ids and audit
-// duplicates, then apply what the fresh ones change (w.Project) to the
-// counters and minute buckets. Nothing is written if any step fails. A
-// batch with nothing to write costs no SQL, or one read to check
-// w.CacheSeq.
-func (s *Store) CommitBatch(ctx context.Context, w uum.BatchWrite) (uum.BatchResult, error) {
-	var res uum.BatchResult
-	if len(w.Pairs) == 0 && len(w.DeadLetters) == 0 && len(w.Names) == 0 && len(w.Tracked) == 0 {
-		if w.CacheSeq > 0 {
-			return res, s.checkCache(ctx, w)
-		}
-		return res, nil
+// InTx runs fn in one transaction on the primary and commits it if fn
+// returns nil; the caller writes the transaction's steps with the DBTX
+// functions of this package, in the lock order it documents. Errors come
+// back translated like every other method's (ErrRejected for data the
+// database refuses, ErrSchema for a missing table or column).
+func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
+		return interpret(err)
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		if res.Seq, err = advanceDrain(ctx, tx, w); err != nil {
-			return err
-		}
-		if err = RegisterNames(ctx, tx, w.Names); err != nil {
-			return err
-		}
-		if res.Inserted, err = InsertPairs(ctx, tx, w.Pairs); err != nil {
-			return err
-		}
-		if res.DeadLetters, err = InsertDeadLetters(ctx, tx, w.DeadLetters); err != nil {
-			return err
-		}
-		if err := commitTracked(ctx, tx, w, &res); err != nil {
-			return err
-		}
-		failpoint.Hit(failpoint.BeforeCommit)
-		return nil
-	})
-	if err != nil {
-		return uum.BatchResult{}, fmt.Errorf("commit batch: %w", interpret(err))
-	}
-	return res, nil
-}
-
-// commitTracked is the tracked events' part of a batch: registry and
-// audit, then the projection of the fresh events: the transition-safe
-// counters' entity states are locked (before any counter row, in key
-// order, so two drainers cannot deadlock) and settled first.
-func commitTracked(ctx context.Context, tx DBTX, w uum.BatchWrite, res *uum.BatchResult) error {
-	if len(w.Tracked) == 0 {
-		return nil
-	}
-	var err error
-	if res.Fresh, res.Duplicates, err = RegisterEvents(ctx, tx, w.Tracked); err != nil {
-		return err
-	}
-	if w.Project == nil {
-		return nil
-	}
-	res.Projection = w.Project(res.Fresh)
-	p := &res.Projection
-	if err := settleTransitions(ctx, tx, p); err != nil {
-		return err
-	}
-	if len(p.Counters) == 0 && len(p.Buckets) == 0 && len(p.Entities) == 0 {
-		return nil
-	}
-	if err := ApplyCounters(ctx, tx, p.Counters); err != nil {
-		return err
-	}
-	if err := WriteEntityStates(ctx, tx, p.Entities); err != nil {
-		return err
-	}
-	if err := ApplyBuckets(ctx, tx, res.Projection.Buckets); err != nil {
-		return err
-	}
-	return markCounted(ctx, tx)
+	return nil
 }
 
 // insertPairsSQL inserts the pairs, skipping those that exist, each with

@@ -34,11 +34,11 @@ func TestStore(t *testing.T) {
 	t.Run("CommitBatchReturnsOnlyNewPairsAndUpdatesTotals", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "a"}, uum.Pair{UserID: u1, Name: "b"})})
+		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "a"}, uum.Pair{UserID: u1, Name: "b"})})
 		require.NoError(t, err)
 		require.ElementsMatch(t, []uum.Pair{{UserID: u1, Name: "a"}, {UserID: u2, Name: "a"}, {UserID: u1, Name: "b"}}, res.Inserted)
 
-		res, err = b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "b"})})
+		res, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"}, uum.Pair{UserID: u2, Name: "b"})})
 		require.NoError(t, err)
 		require.Equal(t, []uum.Pair{{UserID: u2, Name: "b"}}, res.Inserted)
 
@@ -59,10 +59,10 @@ func TestStore(t *testing.T) {
 		closed.Close()
 		st := store.New(closed)
 
-		res, err := st.CommitBatch(ctx, uum.BatchWrite{})
+		res, err := dbtest.Commit(ctx, st, dbtest.Batch{})
 		require.NoError(t, err)
 		require.Empty(t, res.Inserted)
-		_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
+		_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
 		require.Error(t, err, "a batch with a pair must reach Postgres")
 	})
 
@@ -74,7 +74,7 @@ func TestStore(t *testing.T) {
 			for range 200 {
 				pairs = append(pairs, uum.Pair{UserID: uum.NewUUID(), Name: "x"}, uum.Pair{UserID: u1, Name: "x"})
 			}
-			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(pairs...)})
+			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
 			require.NoError(t, err)
 		}
 		var rows, total int64
@@ -89,7 +89,7 @@ func TestStore(t *testing.T) {
 		b := setup(t)
 		dl := uum.NewDeadLetter([]byte("garbage"), "invalid JSON", uum.Position{Epoch: "e", Offset: 7})
 		for range 2 {
-			_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: []uum.DeadLetter{dl, dl}})
+			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []uum.DeadLetter{dl, dl}})
 			require.NoError(t, err)
 		}
 		var n int
@@ -109,7 +109,7 @@ func TestStore(t *testing.T) {
 		raw := []byte(`{"user_id":"` + u1.String() + `","event_name":"a\u0000b"}`)
 		dl := uum.NewDeadLetter(raw, "bad \x00\xff"+strings.Repeat("é", 400), uum.Position{Epoch: "e", Offset: 1})
 		require.Equal(t, "a\x00b", dl.EventName)
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{DeadLetters: []uum.DeadLetter{dl}})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []uum.DeadLetter{dl}})
 		require.NoError(t, err)
 		rec, err := b.store.DeadLetters(ctx, uum.DeadLetterFilter{}, 0, 10)
 		require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestStore(t *testing.T) {
 	t.Run("EventLogged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.store.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: u1, Name: "a"})})
 		require.NoError(t, err)
 		ok, err := b.store.EventLogged(ctx, uum.Pair{UserID: u1, Name: "a"})
 		require.NoError(t, err)

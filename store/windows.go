@@ -40,9 +40,9 @@ func ApplyBuckets(ctx context.Context, db DBTX, deltas []uum.BucketDelta) error 
 	return nil
 }
 
-// markCounted records that this transaction changed counters: the as_of
+// MarkCounted records that this transaction changed counters: the as_of
 // of reads.
-func markCounted(ctx context.Context, db DBTX) error {
+func MarkCounted(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, `
 		INSERT INTO counter_commits (singleton, committed_at) VALUES (true, now())
 		ON CONFLICT (singleton) DO UPDATE SET committed_at = now()`)

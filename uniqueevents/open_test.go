@@ -66,7 +66,7 @@ func TestOpen(t *testing.T) {
 		_, prefix := redistest.Real(t) // deletes what the cache write-back leaves
 		cfg, _ := setup(t, redistest.URL(), prefix)
 		replica, replicaURL := dbtest.Schema(t)
-		_, err := store.New(replica).CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
+		_, err := dbtest.Commit(ctx, store.New(replica), dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
 		require.NoError(t, err)
 		cfg.Database.ReadURL = replicaURL
 		client, err := uniqueevents.Open(ctx, cfg, nil)
@@ -90,7 +90,7 @@ func TestOpen(t *testing.T) {
 		t.Parallel()
 		cfg, st := setup(t, "redis://"+redistest.SilentServer(t)+"/0", redistest.Prefix(t))
 		cfg.Events.PushTimeout = 0 // the default, 50ms: this push must fail
-		_, err := st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
+		_, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
 		require.NoError(t, err)
 		client, err := uniqueevents.Open(ctx, cfg, nil)
 		require.NoError(t, err)
@@ -147,7 +147,7 @@ func producerSide(t *testing.T, cfg config.Config, st *store.Store, rdb *redis.C
 	logged, err := client.EventLogged(ctx, userID, "login")
 	require.NoError(t, err)
 	require.False(t, logged, "buffered, not drained")
-	_, err = st.CommitBatch(ctx, uum.BatchWrite{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
+	_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uuidtest.MustParse(userID), Name: "login"})})
 	require.NoError(t, err)
 	logged, err = client.EventLogged(ctx, userID, "login")
 	require.NoError(t, err)
