@@ -91,7 +91,9 @@ cmd_start() {
 		die "redis-cli --cluster create failed (see $dir/create.log)"
 	# create returns once slots are assigned; wait until every node agrees and
 	# sees its three replicas, so that a failover test finds one for each master.
-	for _ in $(seq 1 300); do
+	# A deadline, not a count of tries: on a loaded machine each check is slow.
+	local deadline=$((SECONDS + ${CLUSTER_START_TIMEOUT:-120}))
+	while ((SECONDS < deadline)); do
 		local ok=1
 		for a in "${addrs[@]}"; do
 			"$CLI" -h "${a%:*}" -p "${a#*:}" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0

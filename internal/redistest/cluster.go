@@ -37,7 +37,8 @@ func ClusterURL(t testing.TB) (url, dir string) {
 	t.Helper()
 	script := clusterScript(t)
 	dir = filepath.Join(t.TempDir(), "cluster")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*serverStart)
+	// The script waits up to 120 s for the cluster to settle; give it margin.
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, script, "start", dir)
