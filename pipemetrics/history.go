@@ -113,7 +113,11 @@ type Reconciliation struct {
 	// Diff the sum over them of |actual - stored|: repaired unless DryRun.
 	Drifted int   `json:"drifted"`
 	Diff    int64 `json:"diff"`
-	// EventNames are the drifted names, at most maxDriftNames of them.
+	// DaysDrifted is the number of (event, UTC day) counts of new users
+	// that had drifted.
+	DaysDrifted int `json:"days_drifted"`
+	// EventNames are the drifted names (totals first, then days), at
+	// most maxDriftNames of them.
 	EventNames []string `json:"event_names"`
 }
 

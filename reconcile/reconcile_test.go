@@ -169,6 +169,118 @@ func TestReconcile(t *testing.T) {
 	})
 }
 
+func TestReconcileDays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	at := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	// firstSeen records a user of name first seen at each time.
+	firstSeen := func(t *testing.T, b *testBundle, name string, times ...time.Time) []uum.DatedPair {
+		t.Helper()
+		rows := make([]uum.DatedPair, len(times))
+		for i, v := range times {
+			rows[i] = uum.DatedPair{Pair: uum.Pair{UserID: uum.NewUUID(), Name: name}, CreatedAt: v}
+		}
+		_, _, err := b.store.Backfill(ctx, []string{name}, rows)
+		require.NoError(t, err)
+		return rows
+	}
+	hours := func(byHour map[int]int64) [24]int64 {
+		var out [24]int64
+		for h, n := range byHour {
+			out[h] = n
+		}
+		return out
+	}
+
+	t.Run("FindsAndRepairsInjectedDrift", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		firstSeen(t, b, "a", at("2025-03-01T10:00:00Z"), at("2025-03-01T10:30:00Z"), at("2025-03-02T23:00:00Z"))
+		firstSeen(t, b, "b", at("2025-03-01T05:00:00Z"))
+		rows := firstSeen(t, b, "c", at("2025-03-05T05:00:00Z"))
+		// A backfill moving c's only user leaves a row of zeros: no drift.
+		rows[0].CreatedAt = at("2025-03-04T05:00:00Z")
+		_, moved, err := b.store.Backfill(ctx, nil, rows)
+		require.NoError(t, err)
+		require.Equal(t, 1, moved)
+		rep, err := b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Empty(t, rep.DayDrift, "the drain and the backfill keep the days exact")
+
+		// The right total in the wrong hours (by_hour[11] is 10:00 UTC), a
+		// wrong total, a lost day and a day nobody was first seen on.
+		b.exec(t, `UPDATE unique_event_days SET by_hour[11] = 1, by_hour[12] = 1 WHERE event_name = 'a' AND day = '2025-03-01'`)
+		b.exec(t, `UPDATE unique_event_days SET new_users = 5 WHERE event_name = 'a' AND day = '2025-03-02'`)
+		b.exec(t, `DELETE FROM unique_event_days WHERE event_name = 'b'`)
+		b.exec(t, `INSERT INTO unique_event_days VALUES ('ghost', '2025-01-01', 1, array_fill(0::bigint, ARRAY[23]) || 1::bigint)`)
+		want := []uum.DayDrift{
+			{EventName: "a", Day: "2025-03-01", Stored: 2, Actual: 2, StoredByHour: hours(map[int]int64{10: 1, 11: 1}), ActualByHour: hours(map[int]int64{10: 2})},
+			{EventName: "a", Day: "2025-03-02", Stored: 5, Actual: 1, StoredByHour: hours(map[int]int64{23: 1}), ActualByHour: hours(map[int]int64{23: 1})},
+			{EventName: "b", Day: "2025-03-01", Stored: 0, Actual: 1, ActualByHour: hours(map[int]int64{5: 1})},
+			{EventName: "ghost", Day: "2025-01-01", Stored: 1, Actual: 0, StoredByHour: hours(map[int]int64{23: 1})},
+		}
+
+		rep, err = b.r.Run(ctx, true)
+		require.NoError(t, err)
+		require.Empty(t, rep.Drift, "the totals are right")
+		require.Equal(t, want, rep.DayDrift)
+
+		rep, err = b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Equal(t, want, rep.DayDrift)
+		require.Contains(t, b.logs.String(), `msg="day count drifted" event_name=a day=2025-03-02 before=5 after=1 diff=-4 repaired=true`)
+		rep, err = b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Empty(t, rep.DayDrift, "no drift after the repair")
+	})
+
+	// As for the totals: found without waiting for a drain in flight,
+	// and repaired by adding the difference, which keeps the drain's own.
+	t.Run("NeverLocksTheDrainOut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		firstSeen(t, b, "a", at("2025-03-01T10:00:00Z"))
+		b.exec(t, `UPDATE unique_event_days SET new_users = 7, by_hour[11] = 7 WHERE event_name = 'a'`)
+		tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{})
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = store.InsertPairs(ctx, tx, []uum.DatedPair{{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "a"}, CreatedAt: at("2025-03-01T10:05:00Z")}})
+		require.NoError(t, err)
+
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // generous: it must not wait for tx at all
+		defer cancel()
+		rep, err := b.r.Run(rctx, true)
+		require.NoError(t, err, "found while the drain transaction is open")
+		require.Len(t, rep.DayDrift, 1)
+		require.Equal(t, int64(-6), rep.DayDrift[0].Diff())
+
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.r.Run(ctx, false)
+			done <- err
+		}()
+		require.Eventually(t, func() bool {
+			var waiting bool
+			err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND pid IN (SELECT pid FROM pg_stat_activity WHERE query LIKE '%unique_event_days%'))`).Scan(&waiting)
+			return err == nil && waiting
+		}, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, tx.Commit(ctx))
+		require.NoError(t, <-done)
+		var n int64
+		var hours []int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT new_users, by_hour FROM unique_event_days WHERE event_name = 'a'`).Scan(&n, &hours))
+		require.Equal(t, int64(2), n, "the in-flight pair is neither lost nor doubled")
+		require.Equal(t, int64(2), hours[10])
+		rep, err = b.r.Run(ctx, false)
+		require.NoError(t, err)
+		require.Empty(t, rep.DayDrift)
+	})
+}
+
 // recorded keeps the reconciliations recorded.
 type recorded struct{ runs []pipemetrics.Reconciliation }
 
@@ -200,4 +312,10 @@ func TestRecorder(t *testing.T) {
 	require.False(t, got.FinishedAt.Before(before))
 	require.Equal(t, pipemetrics.Reconciliation{FinishedAt: got.FinishedAt, DryRun: true, Drifted: 2, Diff: 6, EventNames: []string{"a", "b"}}, got,
 		"the diff sums the drift either way")
+
+	b.exec(t, `UPDATE unique_event_days SET new_users = 9 WHERE event_name = 'c' OR event_name = 'a'`)
+	_, err = r.Run(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.runs[2].DaysDrifted)
+	require.Equal(t, []string{"a", "b"}, rec.runs[2].EventNames, "the days' names after the totals', once")
 }

@@ -91,28 +91,41 @@ const countNewSQL = `, totals AS (
 	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
 	ON CONFLICT (event_name) DO UPDATE
 	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()
-)` + byDaySQL + `, days AS (
+)` + byDaySQL + `, days AS (` + addDaysSQL + `
+)`
+
+// addDaysSQL adds the rows of by_day (event_name, day, new_users, by_hour)
+// to unique_event_days, one upsert per (event, day) in name and day order,
+// so concurrent writers lock rows in one order; each hour adds to its
+// hour. Reconciliation repairs with it too.
+const addDaysSQL = `
 	INSERT INTO unique_event_days AS d (event_name, day, new_users, by_hour)
 	SELECT event_name, day, new_users, by_hour FROM by_day ORDER BY event_name, day
 	ON CONFLICT (event_name, day) DO UPDATE
 	SET new_users = d.new_users + EXCLUDED.new_users,
-	    by_hour = ARRAY(SELECT a + b FROM unnest(d.by_hour, EXCLUDED.by_hour) WITH ORDINALITY AS x(a, b, i) ORDER BY i)
-)`
+	    by_hour = ARRAY(SELECT a + b FROM unnest(d.by_hour, EXCLUDED.by_hour) WITH ORDINALITY AS x(a, b, i) ORDER BY i)`
 
 // byDaySQL continues a WITH over first_seen (event_name, at, delta) with
 // by_day (event_name, day, new_users, by_hour): the deltas summed per UTC
-// day, and per UTC hour of it in a 24-element array.
+// day, and per UTC hour of it in a 24-element array. The reconciliation
+// runs it over every row, so the hour is found once a row, by the cheapest
+// expression (floor of epoch seconds / 3600: UTC days start at multiples
+// of 24 of it, and date_part's double holds microseconds exactly enough),
+// and each day's array is built from its few hour rows.
 const byDaySQL = `, hours AS (
-	SELECT event_name, (at AT TIME ZONE 'UTC')::date AS day,
-	       extract(hour FROM at AT TIME ZONE 'UTC')::int AS hour, sum(delta) AS n
-	FROM first_seen GROUP BY 1, 2, 3
+	SELECT event_name, floor(date_part('epoch', at) / 3600)::bigint AS h, sum(delta) AS n
+	FROM first_seen GROUP BY 1, 2
+), hours_of_days AS (
+	SELECT event_name, date '1970-01-01' + ((h - hour) / 24)::int AS day, hour, n
+	FROM hours, LATERAL (SELECT ((h % 24 + 24) % 24)::int AS hour) x
+), days_of_hours AS (
+	SELECT event_name, day, sum(n)::bigint AS new_users, array_agg(hour) AS hrs, array_agg(n) AS ns
+	FROM hours_of_days GROUP BY 1, 2
 ), by_day AS (
-	SELECT k.event_name, k.day, sum(coalesce(h.n, 0))::bigint AS new_users,
-	       array_agg(coalesce(h.n, 0)::bigint ORDER BY g.hour) AS by_hour
-	FROM (SELECT DISTINCT event_name, day FROM hours) k
-	CROSS JOIN generate_series(0, 23) AS g(hour)
-	LEFT JOIN hours h ON h.event_name = k.event_name AND h.day = k.day AND h.hour = g.hour
-	GROUP BY k.event_name, k.day
+	SELECT event_name, day, new_users,
+	       ARRAY(SELECT coalesce(x.n, 0)::bigint FROM generate_series(0, 23) g
+	             LEFT JOIN unnest(hrs, ns) AS x(hour, n) ON x.hour = g ORDER BY g) AS by_hour
+	FROM days_of_hours
 )`
 
 // InsertPairs inserts pairs that do not exist yet, each first seen at its

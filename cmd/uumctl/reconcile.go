@@ -9,8 +9,8 @@ import (
 	"github.com/uumhq/uum/reconcile"
 )
 
-// errDrift is reconcile --dry-run's finding: totals that differ from
-// their rows (exit status 3).
+// errDrift is reconcile --dry-run's finding: totals or day counts that
+// differ from their rows (exit status 3).
 var errDrift = errors.New("drift found")
 
 func runReconcile(ctx context.Context, c *cli, args []string) error {
@@ -28,25 +28,35 @@ func runReconcile(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !c.json && len(rep.Drift) == 0 {
+	drifted := len(rep.Drift) + len(rep.DayDrift)
+	if !c.json && drifted == 0 {
 		_, err := fmt.Fprintf(c.stdout, "no drift (%s)\n", rep.Duration)
 		return err
 	}
-	rows := make([][]string, len(rep.Drift))
-	for i, d := range rep.Drift {
-		action := "repaired"
-		if *dry {
-			action = "dry run: not repaired"
-		}
-		rows[i] = []string{d.EventName, strconv.FormatInt(d.Stored, 10), strconv.FormatInt(d.Actual, 10), strconv.FormatInt(d.Diff(), 10), action}
+	action := "repaired"
+	if *dry {
+		action = "dry run: not repaired"
 	}
-	if err := c.print(rep, []string{"EVENT", "BEFORE", "AFTER", "DIFF", ""}, rows); err != nil {
+	// A total's row says "all" where a day's says its date.
+	var rows [][]string
+	for _, d := range rep.Drift {
+		rows = append(rows, driftRow(d.EventName, "all", d.Stored, d.Actual, action))
+	}
+	for _, d := range rep.DayDrift {
+		rows = append(rows, driftRow(d.EventName, d.Day, d.Stored, d.Actual, action))
+	}
+	if err := c.print(rep, []string{"EVENT", "DAY", "BEFORE", "AFTER", "DIFF", ""}, rows); err != nil {
 		return err
 	}
-	if *dry && len(rep.Drift) > 0 {
+	if *dry && drifted > 0 {
 		// A dry run that finds drift fails, so a cron job or a script
 		// notices; a repairing run did what it was asked.
-		return fmt.Errorf("%w: %d total(s) differ from their rows; run uumctl reconcile to repair them", errDrift, len(rep.Drift))
+		return fmt.Errorf("%w: %d total(s) and %d day count(s) differ from their rows; run uumctl reconcile to repair them",
+			errDrift, len(rep.Drift), len(rep.DayDrift))
 	}
 	return nil
+}
+
+func driftRow(name, day string, stored, actual int64, action string) []string {
+	return []string{name, day, strconv.FormatInt(stored, 10), strconv.FormatInt(actual, 10), strconv.FormatInt(actual-stored, 10), action}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/migrations"
+	"github.com/uumhq/uum/store"
 )
 
 // URL returns TEST_DATABASE_URL or the local default.
@@ -174,7 +175,8 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 
 // LoadPairs fills the unique_user_events table of a schema from Schema
 // with rows pairs over names event names (event_0, event_1, ...), users
-// uniform like random UUIDs, and sets unique_event_totals to match, fast:
+// uniform like random UUIDs, first seen over the last 8,760 hours, and
+// sets unique_event_totals and unique_event_days to match, fast:
 // rows first, then the primary key built in bulk (many times faster than
 // that many random inserts into it), md5-derived users (gen_random_uuid
 // costs ~8 µs a row). The users are md5(i::text) for i in 1..rows: pairs
@@ -189,8 +191,9 @@ func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool
 		sqls = append(sqls, `ALTER TABLE unique_user_events SET UNLOGGED`)
 	}
 	sqls = append(sqls,
-		fmt.Sprintf(`INSERT INTO unique_user_events (user_id, event_name)
-		 SELECT md5(i::text)::uuid, 'event_' || (i %% %d) FROM generate_series(1, %d) i`, names, rows),
+		fmt.Sprintf(`INSERT INTO unique_user_events (user_id, event_name, created_at)
+		 SELECT md5(i::text)::uuid, 'event_' || (i %% %d), now() - (i %% 8760) * interval '1 hour'
+		 FROM generate_series(1, %d) i`, names, rows),
 		`SET maintenance_work_mem = '256MB'`,
 		`ALTER TABLE unique_user_events ADD PRIMARY KEY (user_id, event_name)`,
 		`INSERT INTO unique_event_totals (event_name, unique_users)
@@ -206,6 +209,11 @@ func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			tb.Fatalf("load pairs: %s: %v", sql, err)
 		}
+	}
+	// The day counts the drain would have kept: a reconciliation adds
+	// them all to the empty table.
+	if _, err := store.New(pool).ReconcileDays(ctx, false); err != nil {
+		tb.Fatalf("load pairs: %v", err)
 	}
 }
 
