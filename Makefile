@@ -40,10 +40,10 @@ help: ## List the targets
 run: ## Start the whole service (PostgreSQL and Redis if needed, then API + processor)
 	@scripts/run.sh
 
-test: ## Run the tests (starts PostgreSQL and Redis if needed)
+test: ## Run the tests (starts PostgreSQL and Redis if needed, installs Chromium)
 	@scripts/services.sh test
 	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
-	$(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...
+	UUM_BROWSER_TESTS=require $(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDrain$$' -fuzztime $(TEST_FUZZTIME) ./processor/
 
 # How long `make fuzz` fuzzes the drain, and how long `make test` does
