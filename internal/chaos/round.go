@@ -50,6 +50,8 @@ const (
 	faultKill          = "kill-random"
 	faultStop          = "stop-past-lease"
 	faultRedis         = "redis-kill"
+	faultRedisFreeze   = "redis-freeze"
+	faultAPI           = "api-kill"
 	faultPostgres      = "postgres-immediate"
 	faultKillFailpoint = "kill-failpoint:"
 	faultStopFailpoint = "stop-failpoint:"
@@ -71,7 +73,8 @@ type round struct {
 	gen      *generator
 	agent    *statsdAgent
 	push     *pusher
-	api      *proc
+	apiMu    sync.Mutex
+	api      *proc // the running api; replaced when killed
 
 	entries, poison, tracked, live atomic.Int64
 
@@ -134,7 +137,10 @@ func (r *round) run(ctx context.Context) (*roundResult, error) {
 	if err := r.startAPI(ctx); err != nil {
 		return nil, err
 	}
-	defer r.api.terminate(stopGrace)
+	defer r.stopAPI()
+	if err := r.refuseInDatabase(ctx); err != nil {
+		return nil, err
+	}
 	if err := r.buffer(ctx); err != nil {
 		return nil, err
 	}
@@ -159,7 +165,7 @@ func (r *round) run(ctx context.Context) (*roundResult, error) {
 	close(r.stop)
 	r.slotWG.Wait()
 	r.resumeWG.Wait()
-	r.api.terminate(stopGrace)
+	r.stopAPI()
 	r.push.http.CloseIdleConnections()
 	if settleErr != nil {
 		return nil, settleErr // cancelled
@@ -223,8 +229,42 @@ func (r *round) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.apiMu.Lock()
 	r.api = p
+	r.apiMu.Unlock()
 	return waitLine(ctx, p, apiReady)
+}
+
+// killAPI kills the api with SIGKILL and starts another on the same
+// address: a push it had answered 202 must be buffered, one it had not
+// answered is retried by the producer.
+func (r *round) killAPI(ctx context.Context) bool {
+	r.apiMu.Lock()
+	p := r.api
+	r.apiMu.Unlock()
+	if p == nil || !p.signal(syscall.SIGKILL) {
+		return false
+	}
+	<-p.done
+	var errs []error
+	for range 3 {
+		err := r.startAPI(ctx)
+		if err == nil || ctx.Err() != nil {
+			return true
+		}
+		errs = append(errs, err)
+	}
+	r.fail(fmt.Errorf("restart the api: %w", errors.Join(errs...)))
+	return true
+}
+
+// stopAPI stops the api, if it runs.
+func (r *round) stopAPI() {
+	r.apiMu.Lock()
+	defer r.apiMu.Unlock()
+	if r.api != nil {
+		r.api.terminate(stopGrace)
+	}
 }
 
 // waitLine waits until p writes a line holding marker, one of those spawn
@@ -249,6 +289,35 @@ func waitLine(ctx context.Context, p *proc, marker string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// connect opens a connection to the round's schema.
+func (r *round) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(r.h.pg.url(database))
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["search_path"] = r.schema
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// refuseInDatabase adds a rule that only Postgres knows, once the api
+// has migrated the round's schema: a pair named rejectedName is valid to
+// the drain and refused by the database (SQLSTATE 23514), a stand-in for
+// any data the drain's checks before the commit miss. Only bisection
+// finds such an entry, so the mid-bisection failpoint has something to
+// fire on.
+func (r *round) refuseInDatabase(ctx context.Context) error {
+	db, err := r.connect(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to add the database's own rule: %w", err)
+	}
+	defer db.Close(context.WithoutCancel(ctx))
+	_, err = db.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT chaos_refused CHECK (event_name <> '`+rejectedName+`')`)
+	if err != nil {
+		return fmt.Errorf("add the database's own rule: %w", err)
+	}
+	return nil
 }
 
 // buffer pushes the round's known workload, one push at a time so the
@@ -351,7 +420,12 @@ func (r *round) onceRunner(ctx context.Context) {
 			r.fail(err)
 			return
 		}
-		<-p.done
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			p.terminate(stopGrace)
+			return
+		}
 		_ = sleep(ctx, r.rng.dur(100*time.Millisecond, 600*time.Millisecond))
 	}
 }
@@ -452,25 +526,36 @@ func (r *round) resume(p *proc, st *procState) {
 }
 
 // inject injects faults from outside until until: kill -9 of a processor,
-// SIGSTOP of one past its lease, a Redis crash, a Postgres immediate stop.
+// SIGSTOP of one past its lease, a Redis crash or freeze, kill -9 of the
+// api, a Postgres immediate stop.
 func (r *round) inject(ctx context.Context, until time.Time) {
 	for time.Now().Before(until) && ctx.Err() == nil {
 		_ = sleep(ctx, r.rng.dur(200*time.Millisecond, 700*time.Millisecond))
 		// Server crashes are rarer: each takes the drain down for a while.
 		switch x := r.rng.IntN(100); {
-		case x < 50:
+		case x < 45:
 			if p := r.randomProc(false); p != nil && p.signal(syscall.SIGKILL) {
 				r.fault(faultKill)
 			}
-		case x < 68:
+		case x < 61:
 			if p := r.randomProc(true); p != nil && p.signal(syscall.SIGSTOP) {
 				r.fault(faultStop)
 			}
-		case x < 88:
+		case x < 77:
 			if r.h.redis.kill() {
 				r.fault(faultRedis)
 				_ = sleep(ctx, r.rng.dur(0, time.Second))
 				r.restart("redis", r.h.redis.start)
+			}
+		case x < 83:
+			// Past the lease: the lease expires the moment Redis runs
+			// again, while its holder may still be mid-batch.
+			if r.h.redis.freeze(ctx, r.rng.dur(time.Second, leaseTTL+time.Second)) {
+				r.fault(faultRedisFreeze)
+			}
+		case x < 88:
+			if r.killAPI(ctx) {
+				r.fault(faultAPI)
 			}
 		default:
 			if r.h.pg.crash() {
@@ -563,12 +648,7 @@ func (r *round) check(ctx context.Context, faultStart time.Time) (*outcome, erro
 	if err := r.agent.sync(ctx, strconv.Itoa(r.n)); err != nil {
 		return nil, err
 	}
-	cfg, err := pgx.ParseConfig(r.h.pg.url(database))
-	if err != nil {
-		return nil, err
-	}
-	cfg.RuntimeParams["search_path"] = r.schema
-	db, err := pgx.ConnectConfig(ctx, cfg)
+	db, err := r.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to check: %w", err)
 	}

@@ -116,6 +116,19 @@ func (r *redisServer) kill() bool {
 	return true
 }
 
+// freeze stops the server (SIGSTOP) for d, as a long pause of its host
+// would, then resumes it; false if it was not running.
+func (r *redisServer) freeze(ctx context.Context, d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil || !r.proc.signal(syscall.SIGSTOP) {
+		return false
+	}
+	_ = sleep(ctx, d) // cancelled: resume at once
+	r.proc.signal(syscall.SIGCONT)
+	return true
+}
+
 // setFsync makes later starts use policy; the caller sets the running
 // server's with CONFIG SET.
 func (r *redisServer) setFsync(policy string) {

@@ -52,6 +52,10 @@ const (
 	typeArtifact     = "artifact_received"
 )
 
+// rejectedName is a valid event name that the round's database refuses
+// (round.refuseInDatabase).
+const rejectedName = "chaos_refused"
+
 // pair is a (user, event name) pair.
 type pair struct{ user, name string }
 
@@ -172,6 +176,10 @@ func (g *generator) poison() (string, []byte) {
 		},
 		func() (string, string) {
 			return "nul-in-key", `{"\u0000":1,"user_id":"not-a-uuid-` + n + `","event_name":"chaos_a"}`
+		},
+		// Valid to the drain, refused by Postgres: found by bisection.
+		func() (string, string) {
+			return "refused-by-database", `{"v":2,"user_id":"` + g.uuid() + `","event_name":"` + rejectedName + `","buffered_at":` + ms + `}`
 		},
 	}
 	kind, raw := kinds[g.rng.IntN(len(kinds))]()
