@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum/internal/failpoint"
 )
 
 // Statsd metrics the checks compare with Postgres.
@@ -75,6 +76,19 @@ type checker struct {
 	key      string // the buffer list
 	everysec bool
 	kills    []time.Time // Redis crashes of the round
+}
+
+// explainStatsd turns missing increments into a loss when no fault of
+// the round can leave a commit ambiguous: only a drainer killed, or
+// Postgres stopped, between COMMIT and the increments can. Without faults
+// the increments equal the rows exactly.
+func (o *outcome) explainStatsd(faults map[string]int) {
+	if faults[faultKill]+faults[faultKillFailpoint+failpoint.AfterCommitBeforeStatsd]+faults[faultPostgres] > 0 {
+		return
+	}
+	o.add("statsd", o.statsdShort, 0, "%d increments missing, and no fault could leave a commit ambiguous", o.statsdShort)
+	o.add("statsd", o.deadShort, 0, "%d dead-letter increments missing, and no fault could leave a commit ambiguous", o.deadShort)
+	o.statsdShort, o.deadShort = 0, 0
 }
 
 // querier reads Postgres: a *pgx.Conn or a pool.

@@ -98,9 +98,23 @@ func TestCheckerFindsEveryDifference(t *testing.T) {
 		b := setup(t)
 		send(t, b, "uum.unique_user_metrics.event:2|c|#event_name:chaos_a\n")
 		o := check(t, b)
+		o.explainStatsd(map[string]int{faultPostgres: 1})
 		require.Empty(t, o.findings)
 		require.Equal(t, int64(1), o.statsdShort)
 		require.Equal(t, int64(1), o.deadShort)
+	})
+
+	t.Run("ReportsMissingIncrementsAsLostWithoutAFaultToExplainThem", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		send(t, b, "uum.unique_user_metrics.event:2|c|#event_name:chaos_a\n")
+		o := check(t, b)
+		o.explainStatsd(map[string]int{faultRedis: 3, faultStop: 1})
+		require.Len(t, o.findings, 2)
+		lost, doubled := o.totals()
+		require.Equal(t, int64(2), lost)
+		require.Zero(t, doubled)
+		require.Zero(t, o.statsdShort)
 	})
 
 	tests := []struct {

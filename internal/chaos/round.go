@@ -658,6 +658,9 @@ func (r *round) check(ctx context.Context, faultStart time.Time) (*outcome, erro
 	if err != nil {
 		return nil, fmt.Errorf("check round %d: %w", r.n, err)
 	}
+	r.mu.Lock()
+	o.explainStatsd(r.faults)
+	r.mu.Unlock()
 	if lost, doubled := o.totals(); (lost == 0 && doubled == 0) || !r.h.cfg.Keep {
 		if _, err := db.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{r.schema}.Sanitize()+` CASCADE`); err != nil {
 			return nil, fmt.Errorf("drop schema %s: %w", r.schema, err)
