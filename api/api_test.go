@@ -127,6 +127,12 @@ func (s *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
 	return s.logged[p], s.err
 }
 
+// UniqueCounts is not on the lookups' path: the api reads counts from
+// its counts store.
+func (s *fakeStore) UniqueCounts(context.Context, string) ([]uum.Count, error) {
+	return nil, errors.New("fake store: no unique counts")
+}
+
 func (s *fakeStore) EventDays(_ context.Context, name string, _, _ time.Time) (store.EventDays, error) {
 	return s.days[name], s.err
 }

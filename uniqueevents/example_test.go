@@ -117,3 +117,35 @@ func ExampleOpen() {
 	logged, err := uniqueevents.EventLogged(ctx, user.ID, "page_viewed")
 	fmt.Println(logged, err)
 }
+
+// The counts are the processor's: what it has drained so far. Here the
+// examples' own schema holds a drain's worth of them.
+func ExampleClient_UniqueCount() {
+	ctx := context.Background()
+	client, err := uniqueevents.Open(ctx, exampleConfig(), nil) // with UUM_DATABASE_READ_URL set, reads go to the replica
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	n, err := client.UniqueCount(ctx, "page_viewed")
+	fmt.Println("page_viewed:", n, err)
+	n, err = client.UniqueCount(ctx, "never_logged")
+	fmt.Println("never_logged:", n, err)
+	_, err = client.UniqueCount(ctx, "Page Viewed")
+	fmt.Println(err)
+
+	counts, err := client.UniqueCounts(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range counts {
+		fmt.Println(c.EventName, c.UniqueUsers)
+	}
+	// Output:
+	// page_viewed: 2 <nil>
+	// never_logged: 0 <nil>
+	// uum: invalid event_name "Page Viewed": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$
+	// page_viewed 2
+	// report_exported 1
+}

@@ -75,6 +75,9 @@ func TestOpen(t *testing.T) {
 		logged, err := client.EventLogged(ctx, userID, "login")
 		require.NoError(t, err)
 		require.True(t, logged, "read from the replica")
+		n, err := client.UniqueCount(ctx, "login")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "the count too")
 		now := time.Now().UTC() // the commit was today or, at midnight, yesterday
 		series, err := client.UniqueSeries(ctx, "login", uniqueevents.SeriesQuery{
 			From: now.AddDate(0, 0, -1).Format(time.DateOnly), To: now.Format(time.DateOnly)})

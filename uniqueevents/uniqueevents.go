@@ -93,8 +93,9 @@ type Cache interface {
 	Mark(ctx context.Context, pairs []uum.Pair) error
 }
 
-// Store answers from the database whether a pair was ever counted, and
-// when users were first seen; *store.Store implements it.
+// Store answers from the database whether a pair was ever counted, how
+// many users each event counts and when they were first seen;
+// *store.Store implements it.
 type Store interface {
 	// EventLogged reports whether the pair is counted. An error means the
 	// database could not answer.
@@ -104,11 +105,15 @@ type Store interface {
 	// and the total; no days and zeros for a name never counted. An error
 	// means the database could not answer.
 	EventDays(ctx context.Context, name string, from, to time.Time) (store.EventDays, error)
+	// UniqueCounts returns the distinct users counted per event name,
+	// sorted by name: only eventName's (none if it was never counted)
+	// unless it is empty. An error means the database could not answer.
+	UniqueCounts(ctx context.Context, eventName string) ([]uum.Count, error)
 }
 
 var (
 	errNoBuffer = errors.New("uum: logging needs a buffer")
-	errNoStore  = errors.New("uum: EventLogged and UniqueSeries need a store")
+	errNoStore  = errors.New("uum: EventLogged, UniqueCount and UniqueSeries need a store")
 )
 
 // Client logs events for users. It is safe for concurrent use.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -32,7 +33,13 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
+	code := m.Run()
+	examples.Close() // the examples' schema and Redis keys, if one ran
+	if err := goleak.Find(dbtest.LeakOptions()...); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 const userID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
@@ -589,8 +596,13 @@ type fakeStore struct {
 	mu     sync.Mutex
 	logged bool
 	days   store.EventDays
+	counts []uum.Count
 	err    error
 	asked  []uum.Pair
+}
+
+func (f *fakeStore) UniqueCounts(context.Context, string) ([]uum.Count, error) {
+	return f.counts, f.err
 }
 
 func (f *fakeStore) EventDays(context.Context, string, time.Time, time.Time) (store.EventDays, error) {

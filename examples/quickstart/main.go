@@ -1,5 +1,6 @@
 // Command quickstart is the README walkthrough's Go program: it logs an
-// event through the library and asks whether two events are logged.
+// event through the library, asks whether two events are logged and how
+// many users logged one.
 package main
 
 import (
@@ -39,4 +40,10 @@ func main() {
 		}
 		fmt.Printf("%s logged: %v\n", name, logged)
 	}
+
+	users, err := client.UniqueCount(ctx, "page_viewed") // also UniqueCounts, UniqueSeries
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("page_viewed users:", users)
 }

@@ -187,3 +187,9 @@ func (m NoLookups) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
 	m.T.Errorf("store asked for %v", p)
 	return false, nil
 }
+
+// UniqueCounts fails the test.
+func (m NoLookups) UniqueCounts(_ context.Context, name string) ([]uum.Count, error) {
+	m.T.Errorf("store asked for the unique counts of %q", name)
+	return nil, nil
+}
