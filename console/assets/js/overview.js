@@ -130,11 +130,14 @@ export function mount(el) {
       [{ label: 'drained', bars: true }]);
 
     const rec = st.last_reconciliation;
+    const drifted = rec ? rec.drifted + (rec.days_drifted || 0) : 0;
     t.drift.value.textContent = rec ? `${fmt.int(rec.drifted)} drifted` : 'not run yet';
     t.drift.note.textContent = rec
-      ? `${rec.dry_run ? 'dry run' : rec.drifted ? 'repaired' : 'totals exact'} · checked ${fmt.ago(rec.finished_at, now)}${rec.event_names?.length ? ': ' + rec.event_names.join(', ') : ''}`
+      ? [`${rec.dry_run ? 'dry run' : drifted ? 'repaired' : 'totals and day counts exact'}`,
+        rec.days_drifted ? `${fmt.int(rec.days_drifted)} day counts drifted` : '',
+        `checked ${fmt.ago(rec.finished_at, now)}${rec.event_names?.length ? ': ' + rec.event_names.join(', ') : ''}`].filter(Boolean).join(' · ')
       : 'the processor reconciles every UUM_RECONCILE_INTERVAL';
-    setFlag(t.drift, rec && rec.drifted ? (rec.dry_run ? 'drift found' : 'drift repaired') : '', rec && rec.dry_run ? 'danger' : 'warn');
+    setFlag(t.drift, drifted ? (rec.dry_run ? 'drift found' : 'drift repaired') : '', rec && rec.dry_run ? 'danger' : 'warn');
     spark(t.drift, [series(m, (x) => x.drifted)], [{ label: 'drifted', color: colors.third }]);
   }
 
