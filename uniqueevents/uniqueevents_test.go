@@ -158,6 +158,17 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		require.Empty(t, b.buffered(t))
 	})
 
+	t.Run("WhatTheDatabaseRefusesPushesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, options{})
+
+		for _, name := range []string{"a\x00b", "\x00", "caf\xe9", "login\x00"} {
+			_, err := b.client.LogEvents(ctx, user, []string{"search", name})
+			requireValidationError(t, err, "event_names[1]")
+		}
+		require.Empty(t, b.buffered(t))
+	})
+
 	t.Run("TooLongNamePushesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, options{})
@@ -171,7 +182,7 @@ func testLogEvents(t *testing.T, be redistest.Backend) {
 		t.Parallel()
 		b := setup(t, options{})
 
-		for _, id := range []string{"", "42", userID[:35] + "g"} {
+		for _, id := range []string{"", "42", userID[:35] + "g", userID[:35] + "\x00", userID + "\x00"} {
 			_, err := b.client.LogEvents(ctx, uniqueevents.User{ID: id}, []string{"login"})
 			requireValidationError(t, err, "user_id")
 		}
