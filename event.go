@@ -2,8 +2,6 @@ package uum
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -272,95 +270,4 @@ func decodeString(field string, raw json.RawMessage) (string, error) {
 		return "", &DecodeError{Reason: field + " is not a string"}
 	}
 	return s, nil
-}
-
-// DeadLetter is a buffered entry the drain could not process, kept with
-// its raw bytes so an operator can inspect and replay it.
-type DeadLetter struct {
-	CorrelationID string
-	Raw           []byte
-	Reason        string
-	// EventName and UserID are what operators filter dead letters by,
-	// taken from Raw as far as it decodes: "" and nil when it does not
-	// say. EventName is as found, NUL and all: the store makes every text
-	// column safe for Postgres as it writes it.
-	EventName string
-	UserID    *UUID
-}
-
-// BareReason is the reason of a bare dead letter (see DeadLetter.Bare).
-const BareReason = "refused by the database even as a dead letter: see raw"
-
-// Bare returns d with only what no database refuses: its correlation id,
-// its raw bytes and BareReason. The drain stores it when d itself was
-// refused, so that no entry can stall the buffer behind it.
-func (d DeadLetter) Bare() DeadLetter {
-	return DeadLetter{CorrelationID: d.CorrelationID, Raw: d.Raw, Reason: BareReason}
-}
-
-// Position locates an entry in everything ever pushed to one buffer shard:
-// the shard's epoch (random, made when its cursor was created) and the
-// number of entries trimmed from the shard before it. Only fenced trims
-// remove entries and each adds its count to the cursor atomically, so an
-// entry keeps its position for as long as it is buffered, whoever drains.
-type Position struct {
-	Epoch  string
-	Offset int64
-}
-
-// Add returns the position n entries later.
-func (p Position) Add(n int) Position { return Position{Epoch: p.Epoch, Offset: p.Offset + int64(n)} }
-
-// NewDeadLetter returns the dead letter of the entry raw found at pos,
-// with reason. Its correlation id is a digest of both: the same entry
-// dead-lettered again (a batch re-run after a crash, by this drainer or
-// another) is stored once, while identical bytes pushed twice are two
-// entries and two dead letters.
-func NewDeadLetter(raw []byte, reason string, pos Position) DeadLetter {
-	dl := DeadLetter{CorrelationID: DeadLetterID(raw, pos), Raw: raw, Reason: reason}
-	dl.EventName, dl.UserID = describe(raw)
-	return dl
-}
-
-// DeadLetterID returns the correlation id of the dead letter of the entry
-// raw found at pos (see NewDeadLetter).
-func DeadLetterID(raw []byte, pos Position) string {
-	sum := EntrySum(raw, pos)
-	return "dl_" + hex.EncodeToString(sum[:])
-}
-
-// describe extracts what an operator filters dead letters by from a raw
-// entry, as far as it decodes: its event_name if it is a string, its
-// user_id if it is a valid UUID.
-func describe(raw []byte) (name string, user *UUID) {
-	var w struct {
-		UserID    json.RawMessage `json:"user_id"`
-		EventName json.RawMessage `json:"event_name"`
-	}
-	if json.Unmarshal(raw, &w) != nil {
-		return "", nil
-	}
-	_ = json.Unmarshal(w.EventName, &name) // not a string: no name
-	var u string
-	if json.Unmarshal(w.UserID, &u) == nil {
-		if id, err := ParseUUID("user_id", u); err == nil {
-			user = &id
-		}
-	}
-	return name, user
-}
-
-// EntrySum identifies the entry raw found at pos by a digest of both. A
-// re-read of the same entry (a batch re-run after a crash between commit
-// and trim, by this drainer or another) has the same sum; identical bytes
-// pushed twice are two entries with two sums.
-func EntrySum(raw []byte, pos Position) [12]byte {
-	h := sha256.New()
-	h.Write([]byte(pos.Epoch))
-	h.Write(strconv.AppendInt([]byte{0}, pos.Offset, 10))
-	h.Write([]byte{0})
-	h.Write(raw)
-	var sum [12]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
 }

@@ -1,16 +1,17 @@
-// Package uum holds the domain of the unique-user metrics pipeline: the
-// buffered event and its wire format, the (user, event) pair the drain
-// deduplicates, dead letters, and the validation rules every entry point
-// shares. It depends on the standard library only (and stdlib-only internal
-// packages); adapters (buffer, store,
-// seencache) and services (processor, uniqueevents) build on it.
+// Package uum holds the event of the unique-user metrics pipeline and
+// nothing else: the buffered event and its wire format, the (user, event)
+// pair the drain deduplicates, the tracked event, and the validation and
+// name rules every entry point shares. A type two other packages exchange
+// lives with the one that produces it: buffer positions and lease errors
+// in buffer, the rows the store reads and writes in store, dead-letter
+// construction in processor. It depends on the standard library only (and
+// stdlib-only internal packages); adapters (buffer, store, seencache) and
+// services (processor, uniqueevents) build on it.
 package uum
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"time"
 	"unicode/utf8"
 
 	"github.com/uumhq/uum/internal/abbrev"
@@ -19,28 +20,6 @@ import (
 // MaxNameLen is the longest event name accepted; it matches the
 // varchar(50) column that stores it.
 const MaxNameLen = 50
-
-// Sentinel errors shared by the adapters and services.
-var (
-	// ErrLeaseHeld is returned when another drainer holds the buffer lease.
-	ErrLeaseHeld = errors.New("uum: drain lease held by another drainer")
-	// ErrFenceLost is returned when a fenced write finds the lease no longer
-	// holds our token: another drainer owns the buffer now.
-	ErrFenceLost = errors.New("uum: drain lease lost")
-	// ErrRejected is returned when the database refuses a batch's data (a
-	// value it cannot store, a violated constraint) rather than failing:
-	// retrying the same data fails the same way.
-	ErrRejected = errors.New("uum: data rejected by the database")
-	// ErrCacheAhead is returned by a drain commit when the database holds
-	// fewer drain commits than the seen-cache was marked under: it went
-	// back in time (a restore, a failover to a lagging replica), so the
-	// cache's "seen" answers name rows it may no longer hold.
-	ErrCacheAhead = errors.New("uum: database behind the seen-cache")
-	// ErrCountersChanged is returned by a drain commit of tracked events
-	// when the database records other counter definitions than the ones
-	// the drainer counts with.
-	ErrCountersChanged = errors.New("uum: counters differ from the recorded ones")
-)
 
 // ValidationError reports a bad input value. Field is a path a caller can
 // point at ("event_names[1]", "user_id"); HTTP turns it into a 400.
@@ -66,15 +45,6 @@ func (e *ValidationError) QuotedValue() string {
 type Pair struct {
 	UserID UUID
 	Name   string
-}
-
-// DatedPair is a pair with its first-seen time: when the producer
-// buffered its first entry (the drain's pairs), or when an older system
-// logged it (a backfill's rows). A zero CreatedAt, from an entry that does
-// not carry its buffered time (wire version 1), means the commit time.
-type DatedPair struct {
-	Pair
-	CreatedAt time.Time
 }
 
 // Count is the number of distinct users that logged an event name.

@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/processor"
 )
 
 const canonicalUUID = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
@@ -451,42 +453,6 @@ func TestDecodeWirePoison(t *testing.T) {
 	}
 }
 
-func TestNewDeadLetter(t *testing.T) {
-	t.Parallel()
-
-	at := uum.Position{Epoch: "e1", Offset: 41}
-
-	t.Run("CorrelationIDIsStableDigest", func(t *testing.T) {
-		t.Parallel()
-		a := uum.NewDeadLetter([]byte("garbage"), "invalid JSON", at)
-		b := uum.NewDeadLetter([]byte("garbage"), "other reason", at)
-		require.Equal(t, a.CorrelationID, b.CorrelationID, "the same entry re-read is the same dead letter")
-		require.Regexp(t, `^dl_[0-9a-f]{24}$`, a.CorrelationID)
-		require.Equal(t, []byte("garbage"), a.Raw)
-		require.Equal(t, "invalid JSON", a.Reason)
-	})
-
-	t.Run("DifferentBytesDifferentIDs", func(t *testing.T) {
-		t.Parallel()
-		require.NotEqual(t, uum.NewDeadLetter([]byte("a"), "", at).CorrelationID, uum.NewDeadLetter([]byte("b"), "", at).CorrelationID)
-	})
-
-	t.Run("SameBytesElsewhereAreAnotherEntry", func(t *testing.T) {
-		t.Parallel()
-		a := uum.NewDeadLetter([]byte("garbage"), "", at)
-		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", at.Add(1)).CorrelationID)
-		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", uum.Position{Epoch: "e2", Offset: 41}).CorrelationID)
-		// The fields are separated: epoch "e1", offset 41 is not epoch
-		// "e14", offset 1.
-		require.NotEqual(t, a.CorrelationID, uum.NewDeadLetter([]byte("garbage"), "", uum.Position{Epoch: "e14", Offset: 1}).CorrelationID)
-	})
-
-	t.Run("PositionAdd", func(t *testing.T) {
-		t.Parallel()
-		require.Equal(t, uum.Position{Epoch: "e1", Offset: 46}, at.Add(5))
-	})
-}
-
 func TestValidationErrorMessage(t *testing.T) {
 	t.Parallel()
 
@@ -541,7 +507,7 @@ func FuzzDecodeWire(f *testing.F) {
 			require.True(t, utf8.ValidString(derr.Reason), "reason %q", derr.Reason)
 			require.NotContains(t, derr.Reason, "\x00")
 			require.False(t, strings.HasPrefix(derr.Reason, "uum:"), "reasons share one style: %q", derr.Reason)
-			dl := uum.NewDeadLetter(raw, derr.Reason, uum.Position{Epoch: "e", Offset: 1})
+			dl := processor.NewDeadLetter(raw, derr.Reason, buffer.Position{Epoch: "e", Offset: 1})
 			require.Equal(t, derr.Reason, dl.Reason)
 			return
 		}

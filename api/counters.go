@@ -14,6 +14,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/rules"
+	"github.com/uumhq/uum/store"
 )
 
 // CounterReader reads what the drain counted; *store.Store satisfies it.
@@ -21,10 +22,10 @@ import (
 type CounterReader interface {
 	// CounterValue returns counter's value at key: Value 0 and a nil
 	// UpdatedAt for a key never written.
-	CounterValue(ctx context.Context, counter string, key []byte) (uum.CounterValue, error)
+	CounterValue(ctx context.Context, counter string, key []byte) (store.CounterValue, error)
 	// CounterValues returns up to limit keys of counter in key order,
 	// those after the key after (nil: from the first).
-	CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]uum.CounterValue, error)
+	CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]store.CounterValue, error)
 	WindowReader
 }
 
@@ -37,10 +38,10 @@ type WindowReader interface {
 	WindowSum(ctx context.Context, counter, scope string, from, to int64) (int64, *time.Time, error)
 	// TopScopes returns the limit orgs with the most events over the
 	// minutes from to to, largest first.
-	TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]uum.ScopeCount, error)
+	TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]store.ScopeCount, error)
 	// WindowMinutes returns the buckets of scope over the minutes from to
 	// to, oldest first, none for a minute without events.
-	WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]uum.MinuteCount, error)
+	WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]store.MinuteCount, error)
 }
 
 // WithCounters serves the counters of set, read through r, under

@@ -439,11 +439,11 @@ func (f fakeCounters) read() error {
 	return f.err
 }
 
-func (f fakeCounters) CounterValue(context.Context, string, []byte) (uum.CounterValue, error) {
-	return uum.CounterValue{}, f.read()
+func (f fakeCounters) CounterValue(context.Context, string, []byte) (store.CounterValue, error) {
+	return store.CounterValue{}, f.read()
 }
 
-func (f fakeCounters) CounterValues(context.Context, string, []byte, int) ([]uum.CounterValue, error) {
+func (f fakeCounters) CounterValues(context.Context, string, []byte, int) ([]store.CounterValue, error) {
 	return nil, f.read()
 }
 
@@ -451,11 +451,11 @@ func (f fakeCounters) WindowSum(context.Context, string, string, int64, int64) (
 	return 0, nil, f.read()
 }
 
-func (f fakeCounters) TopScopes(context.Context, string, int64, int64, int) ([]uum.ScopeCount, error) {
+func (f fakeCounters) TopScopes(context.Context, string, int64, int64, int) ([]store.ScopeCount, error) {
 	return nil, f.read()
 }
 
-func (f fakeCounters) WindowMinutes(context.Context, string, string, int64, int64) ([]uum.MinuteCount, error) {
+func (f fakeCounters) WindowMinutes(context.Context, string, string, int64, int64) ([]store.MinuteCount, error) {
 	return nil, f.read()
 }
 

@@ -7,20 +7,20 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum/store"
 )
 
 // DeadLetters is the dead-letter queue the admin routes work on;
-// *dlq.Queue satisfies it. Get, Replay and Delete return uum.ErrNotFound
+// *dlq.Queue satisfies it. Get, Replay and Delete return store.ErrNotFound
 // for an unknown id; Replay returns *dlq.InvalidError when the entry is
 // still invalid and dlq.ErrDeleted for a deleted one.
 type DeadLetters interface {
-	List(ctx context.Context, f uum.DeadLetterFilter, cursor string, limit int) (dlq.Page, error)
-	Get(ctx context.Context, id int64) (uum.DeadLetterRecord, error)
+	List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (dlq.Page, error)
+	Get(ctx context.Context, id int64) (store.DeadLetterRecord, error)
 	Replay(ctx context.Context, id int64) error
-	ReplayMatching(ctx context.Context, f uum.DeadLetterFilter, dryRun bool, progress func(done int)) (dlq.BulkResult, error)
+	ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (dlq.BulkResult, error)
 	Delete(ctx context.Context, id int64) error
 }
 
@@ -47,13 +47,13 @@ func (s *server) dlqRoutes() {
 // dlqItem is a dead letter as JSON: the raw entry as text when it is
 // UTF-8, else base64. Listings carry only the first 100 bytes.
 type dlqItem struct {
-	uum.DeadLetterRecord
+	store.DeadLetterRecord
 	Raw       *string `json:"raw,omitempty"`
 	RawBase64 []byte  `json:"raw_base64,omitempty"`
 	RawCut    string  `json:"raw_cut,omitempty"`
 }
 
-func newDLQItem(r uum.DeadLetterRecord, preview bool) dlqItem {
+func newDLQItem(r store.DeadLetterRecord, preview bool) dlqItem {
 	it := dlqItem{DeadLetterRecord: r}
 	if !utf8.Valid(r.Raw) {
 		it.RawBase64 = r.Raw
@@ -114,7 +114,7 @@ func dlqID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 func (s *server) dlqFailed(w http.ResponseWriter, r *http.Request, err error) {
 	var inv *dlq.InvalidError
 	switch {
-	case errors.Is(err, uum.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "id", "no dead letter "+r.PathValue("id"))
 	case errors.Is(err, dlq.ErrDeleted):
 		writeError(w, http.StatusConflict, "deleted", "id", "dead letter "+r.PathValue("id")+" is deleted")
@@ -149,7 +149,7 @@ func (s *server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		s.dlqFailed(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": uum.DLQReplayed})
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": store.DeadLetterReplayed})
 }
 
 // replayDLQMatching serves POST /v1/dlq/replay?<filters>[&dry_run=true].
@@ -192,5 +192,5 @@ func (s *server) deleteDLQ(w http.ResponseWriter, r *http.Request) {
 		s.dlqFailed(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": uum.DLQDeleted})
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": store.DeadLetterDeleted})
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // Store writes the batches; *store.Store satisfies it.
@@ -39,7 +40,7 @@ type Store interface {
 	// recorded with a later one to the row's, in one transaction; it
 	// returns how many it inserted and how many it moved. The rows' pairs
 	// are distinct.
-	Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (inserted, moved int, err error)
+	Backfill(ctx context.Context, names []string, rows []store.DatedPair) (inserted, moved int, err error)
 }
 
 // NameChecker applies the event-name policy (UUM_EVENT_NAMES), as the drain
@@ -178,7 +179,7 @@ func (l *Loader) take(sum *Summary, b *batch, line []byte, readErr error, now ti
 }
 
 // parse decodes and validates a line; reason says why it is invalid.
-func (l *Loader) parse(line []byte, now time.Time) (p uum.DatedPair, reason string) {
+func (l *Loader) parse(line []byte, now time.Time) (p store.DatedPair, reason string) {
 	var r row
 	if err := json.Unmarshal(line, &r); err != nil {
 		return p, "bad JSON: " + err.Error()

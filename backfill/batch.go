@@ -4,22 +4,23 @@ import (
 	"slices"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // batch is the valid rows read since the last commit, with their line
 // numbers.
 type batch struct {
-	rows  []uum.DatedPair
+	rows  []store.DatedPair
 	lines []int64
 }
 
 func newBatch(size int) *batch {
-	return &batch{rows: make([]uum.DatedPair, 0, size), lines: make([]int64, 0, size)}
+	return &batch{rows: make([]store.DatedPair, 0, size), lines: make([]int64, 0, size)}
 }
 
 func (b *batch) len() int { return len(b.rows) }
 
-func (b *batch) add(p uum.DatedPair, line int64) {
+func (b *batch) add(p store.DatedPair, line int64) {
 	b.rows = append(b.rows, p)
 	b.lines = append(b.lines, line)
 }
@@ -59,9 +60,9 @@ func (b *batch) drop(names map[string]bool) []int64 {
 // distinct returns one row per pair, with the pair's earliest time: when
 // the input logs a pair twice, the first occurrence is when it was first
 // seen.
-func (b *batch) distinct() []uum.DatedPair {
+func (b *batch) distinct() []store.DatedPair {
 	at := make(map[uum.Pair]int, len(b.rows))
-	out := make([]uum.DatedPair, 0, len(b.rows))
+	out := make([]store.DatedPair, 0, len(b.rows))
 	for _, r := range b.rows {
 		i, dup := at[r.Pair]
 		if !dup {

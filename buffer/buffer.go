@@ -20,7 +20,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/rediskey"
 )
 
@@ -129,7 +128,7 @@ type Lease struct {
 	list  *List
 	token string
 	ttl   time.Duration
-	tail  uum.Position // of the oldest entry in the list; only our trims move it
+	tail  Position // of the oldest entry in the list; only our trims move it
 }
 
 // acquireScript takes the lease and reads the cursor in one step, so the
@@ -155,7 +154,7 @@ redis.call('HSETNX', KEYS[2], 'epoch', ARGV[3])
 local c = redis.call('HMGET', KEYS[2], 'epoch', 'trimmed')
 return {c[1], c[2] or '0', token}`)
 
-// Acquire takes the drain lease for ttl. It returns uum.ErrLeaseHeld if
+// Acquire takes the drain lease for ttl. It returns ErrLeaseHeld if
 // another drainer holds it.
 func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	nonce, err := randomHex()
@@ -168,7 +167,7 @@ func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	}
 	res, err := acquireScript.Run(ctx, l.rdb, []string{l.leaseKey, l.cursorKey}, nonce+"/", ttl.Milliseconds(), epoch, holder()).StringSlice()
 	if errors.Is(err, redis.Nil) {
-		return nil, uum.ErrLeaseHeld
+		return nil, ErrLeaseHeld
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease: %w", err)
@@ -180,7 +179,7 @@ func (l *List) Acquire(ctx context.Context, ttl time.Duration) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease: cursor %s trimmed=%q: %w", l.cursorKey, res[1], err)
 	}
-	return &Lease{list: l, token: res[2], ttl: ttl, tail: uum.Position{Epoch: res[0], Offset: trimmed}}, nil
+	return &Lease{list: l, token: res[2], ttl: ttl, tail: Position{Epoch: res[0], Offset: trimmed}}, nil
 }
 
 func randomHex() (string, error) {
@@ -275,7 +274,7 @@ func parseToken(token string) (string, time.Time) {
 // one has as far as this lease knows: where it was at acquisition, moved
 // by its own trims. It goes stale once the lease is lost; Peek returns the
 // position its entries really start at.
-func (le *Lease) Position(skip int) uum.Position { return le.tail.Add(skip) }
+func (le *Lease) Position(skip int) Position { return le.tail.Add(skip) }
 
 // peekScript reads entries and the cursor they start at in one step, and
 // only while the lease holds our token: a drainer frozen past its lease
@@ -298,9 +297,9 @@ return {c[2] or '0', redis.call('LRANGE', KEYS[2], -(skip + n), -(skip + 1))}`)
 // the skip oldest ones, with the position of the first one, read in one
 // step under the fence. It removes nothing; Trim does, once the entries
 // are committed. Skipping lets a drainer read the next batch while the
-// previous one is still being committed. It returns uum.ErrFenceLost,
+// previous one is still being committed. It returns ErrFenceLost,
 // reading nothing, if the lease is no longer ours.
-func (le *Lease) Peek(ctx context.Context, skip, n int) (uum.Position, []string, error) {
+func (le *Lease) Peek(ctx context.Context, skip, n int) (Position, []string, error) {
 	at := le.tail.Add(skip)
 	if n <= 0 {
 		return at, nil, nil
@@ -314,13 +313,13 @@ func (le *Lease) Peek(ctx context.Context, skip, n int) (uum.Position, []string,
 }
 
 // peeked decodes peekScript's reply.
-func (le *Lease) peeked(res any, skip int) (uum.Position, []string, error) {
+func (le *Lease) peeked(res any, skip int) (Position, []string, error) {
 	at := le.tail.Add(skip)
 	switch res {
 	case int64(-1):
-		return at, nil, fmt.Errorf("peek buffer: %w", uum.ErrFenceLost)
+		return at, nil, fmt.Errorf("peek buffer: %w", ErrFenceLost)
 	case int64(-2):
-		return at, nil, fmt.Errorf("peek buffer: cursor %s is not of epoch %s: %w", le.list.cursorKey, le.tail.Epoch, uum.ErrFenceLost)
+		return at, nil, fmt.Errorf("peek buffer: cursor %s is not of epoch %s: %w", le.list.cursorKey, le.tail.Epoch, ErrFenceLost)
 	}
 	reply, ok := res.([]any)
 	if !ok || len(reply) != 2 {
@@ -339,7 +338,7 @@ func (le *Lease) peeked(res any, skip int) (uum.Position, []string, error) {
 		}
 		entries[len(vals)-1-i] = s // LRANGE gives the oldest last
 	}
-	return uum.Position{Epoch: le.tail.Epoch, Offset: trimmed + int64(skip)}, entries, nil
+	return Position{Epoch: le.tail.Epoch, Offset: trimmed + int64(skip)}, entries, nil
 }
 
 // Token returns the fencing token.
@@ -414,21 +413,21 @@ if n > 0 and KEYS[5] then
 end
 return n`)
 
-// Renew extends the lease by its TTL. It returns uum.ErrFenceLost if the
+// Renew extends the lease by its TTL. It returns ErrFenceLost if the
 // lease expired or another drainer took it.
 func (le *Lease) Renew(ctx context.Context) error {
 	return le.fenced(ctx, "renew lease", renewScript, []string{le.list.leaseKey}, le.token, le.ttl.Milliseconds())
 }
 
 // Release gives the lease up. Releasing a lost lease returns
-// uum.ErrFenceLost and changes nothing.
+// ErrFenceLost and changes nothing.
 func (le *Lease) Release(ctx context.Context) error {
 	return le.fenced(ctx, "release lease", releaseScript, []string{le.list.leaseKey}, le.token)
 }
 
 // Trim removes the n oldest entries under the fence, at most all of them,
 // and advances the lease's positions by as many. It returns
-// uum.ErrFenceLost, removing nothing, if the lease is no longer ours.
+// ErrFenceLost, removing nothing, if the lease is no longer ours.
 func (le *Lease) Trim(ctx context.Context, n int) error {
 	return le.trim(ctx, n, nil)
 }
@@ -451,9 +450,9 @@ func (le *Lease) trim(ctx context.Context, n int, tally *Tally) error {
 	}
 	switch removed {
 	case -1:
-		return fmt.Errorf("trim buffer: %w", uum.ErrFenceLost)
+		return fmt.Errorf("trim buffer: %w", ErrFenceLost)
 	case -2:
-		return fmt.Errorf("trim buffer: cursor %s is not at %s/%d: %w", le.list.cursorKey, le.tail.Epoch, le.tail.Offset, uum.ErrFenceLost)
+		return fmt.Errorf("trim buffer: cursor %s is not at %s/%d: %w", le.list.cursorKey, le.tail.Epoch, le.tail.Offset, ErrFenceLost)
 	}
 	le.tail = le.tail.Add(removed)
 	return nil
@@ -465,7 +464,7 @@ func (le *Lease) fenced(ctx context.Context, op string, s *redis.Script, keys []
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if ok != 1 {
-		return fmt.Errorf("%s: %w", op, uum.ErrFenceLost)
+		return fmt.Errorf("%s: %w", op, ErrFenceLost)
 	}
 	return nil
 }

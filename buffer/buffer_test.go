@@ -71,7 +71,7 @@ func testList(t *testing.T, be redistest.Backend) {
 	}
 
 	// requirePeek checks what lease.Peek(skip, n) reads, and where.
-	requirePeek := func(t *testing.T, lease *buffer.Lease, skip, n int, at uum.Position, want []string) {
+	requirePeek := func(t *testing.T, lease *buffer.Lease, skip, n int, at buffer.Position, want []string) {
 		t.Helper()
 		gotAt, got, err := lease.Peek(ctx, skip, n)
 		require.NoError(t, err)
@@ -208,7 +208,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, lease.Release(ctx))
 
 		_, got, err := lease.Peek(ctx, 0, 10)
-		require.ErrorIs(t, err, uum.ErrFenceLost)
+		require.ErrorIs(t, err, buffer.ErrFenceLost)
 		require.Nil(t, got)
 	})
 
@@ -236,7 +236,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.Equal(t, lease.Token(), b.rdb.Get(ctx, b.leaseKey).Val())
 
 		other, err := buffer.New(b.rdb, b.prefix, shard).Acquire(ctx, time.Minute)
-		require.ErrorIs(t, err, uum.ErrLeaseHeld)
+		require.ErrorIs(t, err, buffer.ErrLeaseHeld)
 		require.Nil(t, other)
 	})
 
@@ -296,7 +296,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NoError(t, b.rdb.Del(ctx, b.leaseKey).Err())
 
-		require.ErrorIs(t, lease.Trim(ctx, 2), uum.ErrFenceLost)
+		require.ErrorIs(t, lease.Trim(ctx, 2), buffer.ErrFenceLost)
 		require.Equal(t, []string{"e0", "e1", "e2"}, all(t, b))
 		require.Equal(t, int64(0), lease.Position(0).Offset)
 	})
@@ -313,10 +313,10 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NotEqual(t, stale.Token(), fresh.Token())
 
-		require.ErrorIs(t, stale.Trim(ctx, 2), uum.ErrFenceLost)
+		require.ErrorIs(t, stale.Trim(ctx, 2), buffer.ErrFenceLost)
 		require.Equal(t, []string{"e0", "e1", "e2"}, all(t, b))
-		require.ErrorIs(t, stale.Renew(ctx), uum.ErrFenceLost)
-		require.ErrorIs(t, stale.Release(ctx), uum.ErrFenceLost)
+		require.ErrorIs(t, stale.Renew(ctx), buffer.ErrFenceLost)
+		require.ErrorIs(t, stale.Release(ctx), buffer.ErrFenceLost)
 		require.Equal(t, fresh.Token(), b.rdb.Get(ctx, b.leaseKey).Val(), "the stale lease must not touch the new one")
 
 		require.NoError(t, fresh.Trim(ctx, 2))
@@ -324,7 +324,7 @@ func testList(t *testing.T, be redistest.Backend) {
 
 		// Nor can it read: it would label e2 with the position e0 had.
 		_, got, err := stale.Peek(ctx, 0, 10)
-		require.ErrorIs(t, err, uum.ErrFenceLost)
+		require.ErrorIs(t, err, buffer.ErrFenceLost)
 		require.Nil(t, got)
 		requirePeek(t, fresh, 0, 10, stale.Position(2), []string{"e2"})
 	})
@@ -356,7 +356,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		b.expire(t, b.leaseKey)
 		third, err := b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err)
-		require.ErrorIs(t, second.Trim(ctx, 1), uum.ErrFenceLost)
+		require.ErrorIs(t, second.Trim(ctx, 1), buffer.ErrFenceLost)
 		require.Equal(t, start.Add(2), third.Position(0))
 		require.NoError(t, third.Release(ctx))
 
@@ -397,7 +397,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		// Redis lost the cursor (a restart without persistence, say) but
 		// the lease and list are back: our positions no longer hold.
 		require.NoError(t, b.rdb.Del(ctx, rediskey.Cursor(b.prefix, shard)).Err())
-		require.ErrorIs(t, lease.Trim(ctx, 1), uum.ErrFenceLost)
+		require.ErrorIs(t, lease.Trim(ctx, 1), buffer.ErrFenceLost)
 		require.Len(t, all(t, b), 3)
 
 		// A cursor moved by anything but this trim is refused too.
@@ -405,7 +405,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		lease, err = b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err)
 		require.NoError(t, b.rdb.HIncrBy(ctx, rediskey.Cursor(b.prefix, shard), "trimmed", 7).Err())
-		require.ErrorIs(t, lease.Trim(ctx, 1), uum.ErrFenceLost)
+		require.ErrorIs(t, lease.Trim(ctx, 1), buffer.ErrFenceLost)
 		require.Len(t, all(t, b), 3)
 	})
 
@@ -449,7 +449,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		b.expire(t, b.leaseKey)
 
-		require.ErrorIs(t, lease.Renew(ctx), uum.ErrFenceLost)
+		require.ErrorIs(t, lease.Renew(ctx), buffer.ErrFenceLost)
 		require.Zero(t, b.rdb.Exists(ctx, b.leaseKey).Val(), "a failed renew must not recreate the lease")
 	})
 
@@ -464,7 +464,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		again, err := b.list.Acquire(ctx, time.Minute)
 		require.NoError(t, err)
 		require.NotEqual(t, lease.Token(), again.Token())
-		require.ErrorIs(t, lease.Trim(ctx, 1), uum.ErrFenceLost, "a released lease fences nothing")
+		require.ErrorIs(t, lease.Trim(ctx, 1), buffer.ErrFenceLost, "a released lease fences nothing")
 	})
 
 	t.Run("ReleaseOfLostLeaseIsFenceLost", func(t *testing.T) {
@@ -474,7 +474,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.NoError(t, b.rdb.Set(ctx, b.leaseKey, "someone-else", time.Minute).Err())
 
-		require.ErrorIs(t, lease.Release(ctx), uum.ErrFenceLost)
+		require.ErrorIs(t, lease.Release(ctx), buffer.ErrFenceLost)
 		require.Equal(t, "someone-else", b.rdb.Get(ctx, b.leaseKey).Val())
 	})
 
@@ -565,7 +565,7 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.False(t, ok, "its age is unknown")
 
 		_, err = b.list.Acquire(ctx, time.Minute)
-		require.ErrorIs(t, err, uum.ErrLeaseHeld, "it still excludes new drainers")
+		require.ErrorIs(t, err, buffer.ErrLeaseHeld, "it still excludes new drainers")
 		require.Equal(t, old, b.rdb.Get(ctx, b.leaseKey).Val())
 	})
 

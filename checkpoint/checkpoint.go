@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // Format names this file format and its version in the header.
@@ -88,7 +88,7 @@ func (h *hexBytes) UnmarshalText(b []byte) error {
 // Write writes a checkpoint of the rows to path: into a temporary file in
 // the same directory, renamed to path once complete and synced, so a
 // failed export leaves no partial file. Counters must come before states.
-func Write(path string, at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (Header, error) {
+func Write(path string, at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) (Header, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return Header{}, fmt.Errorf("write checkpoint: %w", err)
@@ -124,7 +124,7 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func writeFile(f *os.File, at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (Header, error) {
+func writeFile(f *os.File, at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) (Header, error) {
 	h := Header{Format: Format, Time: at.UTC()}
 	buf := bufio.NewWriterSize(f, 1<<16)
 	sum := sha256.New()
@@ -133,11 +133,11 @@ func writeFile(f *os.File, at time.Time, counters iter.Seq2[uum.CounterRow, erro
 		return h, fmt.Errorf("write checkpoint: %w", err)
 	}
 	var err error
-	h.Counters, err = writeAll(counters, func(c uum.CounterRow) line {
+	h.Counters, err = writeAll(counters, func(c store.CounterRow) line {
 		return line{Counter: &counterLine{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt.UTC()}}
 	}, out)
 	if err == nil {
-		h.States, err = writeAll(states, func(e uum.EntityRow) line {
+		h.States, err = writeAll(states, func(e store.EntityRow) line {
 			return line{State: &stateLine{e.Counter, e.Key, e.Entity, e.EntityJSON, e.UpdatedAt.UTC()}}
 		}, out)
 	}

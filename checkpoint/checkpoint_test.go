@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/checkpoint"
+	"github.com/uumhq/uum/store"
 )
 
 func seq[T any](rows []T) iter.Seq2[T, error] {
@@ -33,8 +33,8 @@ type testBundle struct {
 	dir      string
 	path     string
 	at       time.Time
-	counters []uum.CounterRow
-	states   []uum.EntityRow
+	counters []store.CounterRow
+	states   []store.EntityRow
 }
 
 func setup(t *testing.T) *testBundle {
@@ -45,11 +45,11 @@ func setup(t *testing.T) *testBundle {
 		dir:  dir,
 		path: filepath.Join(dir, "counters.jsonl"),
 		at:   at,
-		counters: []uum.CounterRow{
+		counters: []store.CounterRow{
 			{Counter: "active_connections", Key: key(1), Dimensions: []byte(`{"masterAccountId":"m1"}`), Value: 3, UpdatedAt: at},
 			{Counter: "connects_total", Key: key(2), Dimensions: []byte(`{"masterAccountId":"m\"2"}`), Value: -9223372036854775808, UpdatedAt: at.Add(-time.Hour)},
 		},
-		states: []uum.EntityRow{
+		states: []store.EntityRow{
 			{Counter: "connected_accounts", Key: key(3), Entity: key(4), EntityJSON: []byte(`{"accountId":"a1"}`), UpdatedAt: at},
 		},
 	}
@@ -62,17 +62,17 @@ func (b *testBundle) write(t *testing.T) checkpoint.Header {
 	return h
 }
 
-func readAll(t *testing.T, path string) ([]uum.CounterRow, []uum.EntityRow) {
+func readAll(t *testing.T, path string) ([]store.CounterRow, []store.EntityRow) {
 	t.Helper()
 	f, err := checkpoint.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	var cs []uum.CounterRow
+	var cs []store.CounterRow
 	for c, err := range f.Counters() {
 		require.NoError(t, err)
 		cs = append(cs, c)
 	}
-	var ss []uum.EntityRow
+	var ss []store.EntityRow
 	for s, err := range f.States() {
 		require.NoError(t, err)
 		ss = append(ss, s)
@@ -229,9 +229,9 @@ func TestFailedWriteLeavesNoFile(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	boom := errors.New("connection reset")
-	failing := func(yield func(uum.EntityRow, error) bool) {
+	failing := func(yield func(store.EntityRow, error) bool) {
 		if yield(b.states[0], nil) {
-			yield(uum.EntityRow{}, boom)
+			yield(store.EntityRow{}, boom)
 		}
 	}
 	_, err := checkpoint.Write(b.path, b.at, seq(b.counters), failing)

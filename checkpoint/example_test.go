@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/checkpoint"
+	"github.com/uumhq/uum/store"
 )
 
 func Example() {
@@ -16,10 +16,10 @@ func Example() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "counters.jsonl")
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	counters := func(yield func(uum.CounterRow, error) bool) {
-		yield(uum.CounterRow{Counter: "connects_total", Key: bytes.Repeat([]byte{7}, 16), Dimensions: []byte(`{"masterAccountId":"m1"}`), Value: 42, UpdatedAt: at}, nil)
+	counters := func(yield func(store.CounterRow, error) bool) {
+		yield(store.CounterRow{Counter: "connects_total", Key: bytes.Repeat([]byte{7}, 16), Dimensions: []byte(`{"masterAccountId":"m1"}`), Value: 42, UpdatedAt: at}, nil)
 	}
-	states := func(yield func(uum.EntityRow, error) bool) {}
+	states := func(yield func(store.EntityRow, error) bool) {}
 
 	if _, err := checkpoint.Write(path, at, counters, states); err != nil {
 		fmt.Println(err)

@@ -13,7 +13,7 @@ import (
 	"iter"
 	"os"
 
-	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // File is a checkpoint open for reading. Its rows are read in one pass,
@@ -82,12 +82,12 @@ func Verify(path string) (Header, error) {
 }
 
 // Counters iterates the counter rows.
-func (c *File) Counters() iter.Seq2[uum.CounterRow, error] {
-	return func(yield func(uum.CounterRow, error) bool) {
+func (c *File) Counters() iter.Seq2[store.CounterRow, error] {
+	return func(yield func(store.CounterRow, error) bool) {
 		for {
 			l, err := c.read()
 			if err != nil {
-				yield(uum.CounterRow{}, err)
+				yield(store.CounterRow{}, err)
 				return
 			}
 			if l == nil {
@@ -97,7 +97,7 @@ func (c *File) Counters() iter.Seq2[uum.CounterRow, error] {
 				c.next = l
 				return
 			}
-			r := uum.CounterRow{Counter: l.Counter.Counter, Key: l.Counter.Key, Dimensions: l.Counter.Dimensions, Value: l.Counter.Value, UpdatedAt: l.Counter.UpdatedAt}
+			r := store.CounterRow{Counter: l.Counter.Counter, Key: l.Counter.Key, Dimensions: l.Counter.Dimensions, Value: l.Counter.Value, UpdatedAt: l.Counter.UpdatedAt}
 			if !yield(r, nil) {
 				return
 			}
@@ -107,8 +107,8 @@ func (c *File) Counters() iter.Seq2[uum.CounterRow, error] {
 
 // States iterates the entity states, after Counters; at the end of the
 // file it checks the count and the checksum.
-func (c *File) States() iter.Seq2[uum.EntityRow, error] {
-	return func(yield func(uum.EntityRow, error) bool) {
+func (c *File) States() iter.Seq2[store.EntityRow, error] {
+	return func(yield func(store.EntityRow, error) bool) {
 		for {
 			l := c.next
 			c.next = nil
@@ -123,13 +123,13 @@ func (c *File) States() iter.Seq2[uum.EntityRow, error] {
 				err = c.fail("a counter after the states")
 			}
 			if err != nil {
-				yield(uum.EntityRow{}, err)
+				yield(store.EntityRow{}, err)
 				return
 			}
 			if l == nil {
 				return
 			}
-			r := uum.EntityRow{Counter: l.State.Counter, Key: l.State.Key, Entity: l.State.Entity, EntityJSON: l.State.EntityRaw, UpdatedAt: l.State.UpdatedAt}
+			r := store.EntityRow{Counter: l.State.Counter, Key: l.State.Key, Entity: l.State.Entity, EntityJSON: l.State.EntityRaw, UpdatedAt: l.State.UpdatedAt}
 			if !yield(r, nil) {
 				return
 			}

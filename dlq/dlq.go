@@ -18,6 +18,7 @@ import (
 	"github.com/DataDog/datadog-go/v5/statsd"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // Metric names this package emits.
@@ -26,11 +27,11 @@ const (
 	MetricPurged   = "uum.dlq.purged"
 )
 
-// Store holds the dead letters. Methods return uum.ErrNotFound for an
+// Store holds the dead letters. Methods return store.ErrNotFound for an
 // unknown id where they take one.
 type Store interface {
-	DeadLetters(ctx context.Context, f uum.DeadLetterFilter, before int64, limit int) ([]uum.DeadLetterRecord, error)
-	DeadLetter(ctx context.Context, id int64) (uum.DeadLetterRecord, error)
+	DeadLetters(ctx context.Context, f store.DeadLetterFilter, before int64, limit int) ([]store.DeadLetterRecord, error)
+	DeadLetter(ctx context.Context, id int64) (store.DeadLetterRecord, error)
 	MarkDeadLettersReplayed(ctx context.Context, ids []int64) (int64, error)
 	RecordReplayFailures(ctx context.Context, ids []int64, reasons []string) error
 	DeleteDeadLetter(ctx context.Context, id int64) error
@@ -87,8 +88,8 @@ const (
 
 // Page is one page of a listing. NextCursor is empty on the last page.
 type Page struct {
-	DeadLetters []uum.DeadLetterRecord `json:"dead_letters"`
-	NextCursor  string                 `json:"next_cursor"`
+	DeadLetters []store.DeadLetterRecord `json:"dead_letters"`
+	NextCursor  string                   `json:"next_cursor"`
 }
 
 // ErrBadCursor is returned by List for a cursor it did not hand out.
@@ -97,7 +98,7 @@ var ErrBadCursor = errors.New("uum: invalid cursor")
 // List returns the dead letters matching f, newest first, limit at a time
 // (DefaultPageSize when 0, at most MaxPageSize). cursor is "" for the
 // first page, else the NextCursor of the previous one.
-func (q *Queue) List(ctx context.Context, f uum.DeadLetterFilter, cursor string, limit int) (Page, error) {
+func (q *Queue) List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (Page, error) {
 	var before int64
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
@@ -121,17 +122,17 @@ func (q *Queue) List(ctx context.Context, f uum.DeadLetterFilter, cursor string,
 		p.NextCursor = strconv.FormatInt(rows[limit-1].ID, 10)
 	}
 	if p.DeadLetters == nil {
-		p.DeadLetters = []uum.DeadLetterRecord{}
+		p.DeadLetters = []store.DeadLetterRecord{}
 	}
 	return p, nil
 }
 
-// Get returns one dead letter, or uum.ErrNotFound.
-func (q *Queue) Get(ctx context.Context, id int64) (uum.DeadLetterRecord, error) {
+// Get returns one dead letter, or store.ErrNotFound.
+func (q *Queue) Get(ctx context.Context, id int64) (store.DeadLetterRecord, error) {
 	return q.store.DeadLetter(ctx, id)
 }
 
-// Delete closes a dead letter as deleted, or returns uum.ErrNotFound.
+// Delete closes a dead letter as deleted, or returns store.ErrNotFound.
 func (q *Queue) Delete(ctx context.Context, id int64) error {
 	if err := q.store.DeleteDeadLetter(ctx, id); err != nil {
 		return err
@@ -152,8 +153,8 @@ func (e *InvalidError) Error() string { return "uum: still invalid: " + e.Reason
 var ErrDeleted = errors.New("uum: dead letter deleted")
 
 // check returns why r cannot be replayed, or "".
-func (q *Queue) check(r uum.DeadLetterRecord) string {
-	if r.Kind == uum.DLQKindRun {
+func (q *Queue) check(r store.DeadLetterRecord) string {
+	if r.Kind == store.DeadLetterKindRun {
 		return "a failed drain run, not an entry: its entries stayed buffered and the next drain retries them"
 	}
 	ev, err := uum.DecodeWire(r.Raw)
@@ -177,14 +178,14 @@ func (q *Queue) check(r uum.DeadLetterRecord) string {
 // Replay pushes the entry of dead letter id back into the buffer and
 // closes it as replayed. It returns *InvalidError (and records the failed
 // attempt) if the entry still does not decode or pass the name policy,
-// ErrDeleted for a deleted one and uum.ErrNotFound for an unknown id. An
+// ErrDeleted for a deleted one and store.ErrNotFound for an unknown id. An
 // already replayed entry may be replayed again: the drain is idempotent.
 func (q *Queue) Replay(ctx context.Context, id int64) error {
 	r, err := q.store.DeadLetter(ctx, id)
 	if err != nil {
 		return err
 	}
-	if r.Status == uum.DLQDeleted {
+	if r.Status == store.DeadLetterDeleted {
 		return ErrDeleted
 	}
 	if reason := q.check(r); reason != "" {
@@ -227,12 +228,12 @@ var ErrBadStatus = errors.New("uum: only open or replayed dead letters can be re
 // f.Status is empty), at most MaxBulk, a page at a time: one push and one
 // update per page. With dryRun it only counts. progress, if not nil, is
 // called after each page with the rows looked at so far.
-func (q *Queue) ReplayMatching(ctx context.Context, f uum.DeadLetterFilter, dryRun bool, progress func(done int)) (BulkResult, error) {
+func (q *Queue) ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (BulkResult, error) {
 	var res BulkResult
 	switch f.Status {
 	case "":
-		f.Status = uum.DLQOpen
-	case uum.DLQOpen, uum.DLQReplayed:
+		f.Status = store.DeadLetterOpen
+	case store.DeadLetterOpen, store.DeadLetterReplayed:
 	default:
 		return res, ErrBadStatus
 	}
@@ -264,7 +265,7 @@ func (q *Queue) ReplayMatching(ctx context.Context, f uum.DeadLetterFilter, dryR
 	return res, nil
 }
 
-func (q *Queue) replayPage(ctx context.Context, rows []uum.DeadLetterRecord, dryRun bool, res *BulkResult) error {
+func (q *Queue) replayPage(ctx context.Context, rows []store.DeadLetterRecord, dryRun bool, res *BulkResult) error {
 	var (
 		raws        [][]byte
 		ids, badIDs []int64

@@ -86,7 +86,7 @@ func wire(user uum.UUID, name string) string {
 	return string(uum.Event{UserID: user, Name: name}.MarshalWire(time.Now()))
 }
 
-func (b *testBundle) all(t *testing.T, f uum.DeadLetterFilter) []uum.DeadLetterRecord {
+func (b *testBundle) all(t *testing.T, f store.DeadLetterFilter) []store.DeadLetterRecord {
 	t.Helper()
 	p, err := b.queue().List(context.Background(), f, "", dlq.MaxPageSize)
 	require.NoError(t, err)
@@ -106,11 +106,11 @@ func TestQueue(t *testing.T) {
 		require.Equal(t, 1, sum.DeadLettered)
 		require.Equal(t, int64(0), b.total(t, "renamed"))
 
-		dls := b.all(t, uum.DeadLetterFilter{})
+		dls := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, dls, 1)
 		dl := dls[0]
 		require.Equal(t, "unknown event name", dl.Reason)
-		require.Equal(t, uum.DLQOpen, dl.Status)
+		require.Equal(t, store.DeadLetterOpen, dl.Status)
 		require.Equal(t, "renamed", *dl.EventName)
 		require.Equal(t, u.String(), *dl.UserID)
 		require.Equal(t, 1, dl.Attempts)
@@ -123,7 +123,7 @@ func TestQueue(t *testing.T) {
 		got, err := b.queue().Get(ctx, dl.ID)
 		require.NoError(t, err)
 		require.Equal(t, 2, got.Attempts)
-		require.Equal(t, uum.DLQOpen, got.Status)
+		require.Equal(t, store.DeadLetterOpen, got.Status)
 
 		b.names.set(t, "known", "renamed")
 		require.NoError(t, b.queue().Replay(ctx, dl.ID))
@@ -133,7 +133,7 @@ func TestQueue(t *testing.T) {
 		require.Equal(t, int64(1), b.total(t, "renamed"))
 		got, err = b.queue().Get(ctx, dl.ID)
 		require.NoError(t, err)
-		require.Equal(t, uum.DLQReplayed, got.Status)
+		require.Equal(t, store.DeadLetterReplayed, got.Status)
 		require.NotNil(t, got.ClosedAt)
 	})
 
@@ -148,7 +148,7 @@ func TestQueue(t *testing.T) {
 		b.drain(t)
 		require.Equal(t, int64(1), b.total(t, "other"))
 
-		res, err := b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{}, false, nil)
+		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, false, nil)
 		require.NoError(t, err)
 		require.Equal(t, dlq.BulkResult{Replayed: 1}, res)
 		b.drain(t)
@@ -164,26 +164,26 @@ func TestQueue(t *testing.T) {
 		b.names.set(t, "known", "later")
 
 		var progress []int
-		res, err := b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{}, true, func(n int) { progress = append(progress, n) })
+		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, true, func(n int) { progress = append(progress, n) })
 		require.NoError(t, err)
 		require.Equal(t, dlq.BulkResult{Replayed: 2, StillInvalid: 2}, res)
 		require.Equal(t, []int{4}, progress)
-		require.Len(t, b.all(t, uum.DeadLetterFilter{Status: uum.DLQOpen}), 4)
+		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), 4)
 		n, err := b.buf.Len(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n)
 
-		res, err = b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{EventName: "later"}, false, nil)
+		res, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{EventName: "later"}, false, nil)
 		require.NoError(t, err)
 		require.Equal(t, dlq.BulkResult{Replayed: 2}, res)
 		b.drain(t)
 		require.Equal(t, int64(2), b.total(t, "later"))
 		// A second bulk run finds nothing open under the filter.
-		res, err = b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{EventName: "later"}, false, nil)
+		res, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{EventName: "later"}, false, nil)
 		require.NoError(t, err)
 		require.Equal(t, dlq.BulkResult{}, res)
-		require.Len(t, b.all(t, uum.DeadLetterFilter{Status: uum.DLQOpen}), 2)
-		_, err = b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{Status: uum.DLQDeleted}, true, nil)
+		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), 2)
+		_, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{Status: store.DeadLetterDeleted}, true, nil)
 		require.ErrorIs(t, err, dlq.ErrBadStatus)
 	})
 
@@ -195,17 +195,17 @@ func TestQueue(t *testing.T) {
 		}
 		b.push(t, wire(uum.NewUUID(), "nope"))
 		b.drain(t)
-		require.Len(t, b.all(t, uum.DeadLetterFilter{Reason: "invalid JSON"}), 5)
-		named := b.all(t, uum.DeadLetterFilter{EventName: "nope"})
+		require.Len(t, b.all(t, store.DeadLetterFilter{Reason: "invalid JSON"}), 5)
+		named := b.all(t, store.DeadLetterFilter{EventName: "nope"})
 		require.Len(t, named, 1)
-		require.Len(t, b.all(t, uum.DeadLetterFilter{CorrelationID: named[0].CorrelationID}), 1)
-		require.Empty(t, b.all(t, uum.DeadLetterFilter{From: time.Now().Add(time.Hour)}))
-		require.Len(t, b.all(t, uum.DeadLetterFilter{To: time.Now().Add(time.Hour)}), 6)
+		require.Len(t, b.all(t, store.DeadLetterFilter{CorrelationID: named[0].CorrelationID}), 1)
+		require.Empty(t, b.all(t, store.DeadLetterFilter{From: time.Now().Add(time.Hour)}))
+		require.Len(t, b.all(t, store.DeadLetterFilter{To: time.Now().Add(time.Hour)}), 6)
 
 		var seen []int64
 		cursor := ""
 		for {
-			p, err := b.queue().List(ctx, uum.DeadLetterFilter{}, cursor, 4)
+			p, err := b.queue().List(ctx, store.DeadLetterFilter{}, cursor, 4)
 			require.NoError(t, err)
 			for _, d := range p.DeadLetters {
 				seen = append(seen, d.ID)
@@ -219,7 +219,7 @@ func TestQueue(t *testing.T) {
 		for i := 1; i < len(seen); i++ {
 			require.Less(t, seen[i], seen[i-1], "newest first, no repeats")
 		}
-		_, err := b.queue().List(ctx, uum.DeadLetterFilter{}, "x", 4)
+		_, err := b.queue().List(ctx, store.DeadLetterFilter{}, "x", 4)
 		require.ErrorIs(t, err, dlq.ErrBadCursor)
 	})
 
@@ -228,13 +228,13 @@ func TestQueue(t *testing.T) {
 		b := setup(t)
 		b.push(t, "garbage", "garbage2")
 		b.drain(t)
-		dls := b.all(t, uum.DeadLetterFilter{})
+		dls := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, dls, 2)
 		require.NoError(t, b.queue().Delete(ctx, dls[0].ID))
 		require.ErrorIs(t, b.queue().Replay(ctx, dls[0].ID), dlq.ErrDeleted)
-		require.ErrorIs(t, b.queue().Delete(ctx, 1<<40), uum.ErrNotFound)
+		require.ErrorIs(t, b.queue().Delete(ctx, 1<<40), store.ErrNotFound)
 		_, err := b.queue().Get(ctx, 1<<40)
-		require.ErrorIs(t, err, uum.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		// Nothing closed long enough ago yet; then everything closed goes.
 		n, err := b.queue().Purge(ctx, time.Hour)
@@ -245,9 +245,9 @@ func TestQueue(t *testing.T) {
 		n, err = b.queue().Purge(ctx, time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
-		left := b.all(t, uum.DeadLetterFilter{})
+		left := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, left, 1)
-		require.Equal(t, uum.DLQOpen, left[0].Status, "open rows are never purged")
+		require.Equal(t, store.DeadLetterOpen, left[0].Status, "open rows are never purged")
 		n, err = b.queue().Purge(ctx, 0)
 		require.NoError(t, err)
 		require.Zero(t, n)
@@ -266,22 +266,22 @@ func TestQueue(t *testing.T) {
 			fmt.Sprintf(`{"v":2,"id":"e3","type":"a","payload":{"k":"\ud800"},"buffered_at":%d}`, at),
 			fmt.Sprintf(`{"v":2,"id":"e4","type":"a","payload":{"k":1e131072},"buffered_at":%d}`, at),
 		}
-		var dls []uum.DeadLetter
+		var dls []store.DeadLetter
 		for i, raw := range raws {
-			dls = append(dls, uum.NewDeadLetter([]byte(raw), "rejected by the database: 22P05", uum.Position{Epoch: "e", Offset: int64(i)}))
+			dls = append(dls, processor.NewDeadLetter([]byte(raw), "rejected by the database: 22P05", buffer.Position{Epoch: "e", Offset: int64(i)}))
 		}
 		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: dls})
 		require.NoError(t, err)
 
-		stored := b.all(t, uum.DeadLetterFilter{})
+		stored := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, stored, len(raws))
 		err = b.queue().Replay(ctx, stored[0].ID)
 		var inv *dlq.InvalidError
 		require.ErrorAs(t, err, &inv)
-		res, err := b.queue().ReplayMatching(ctx, uum.DeadLetterFilter{}, false, nil)
+		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, false, nil)
 		require.NoError(t, err)
 		require.Equal(t, dlq.BulkResult{StillInvalid: len(raws)}, res)
-		require.Len(t, b.all(t, uum.DeadLetterFilter{Status: uum.DLQOpen}), len(raws), "every one stays open")
+		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), len(raws), "every one stays open")
 		n, err := b.buf.Len(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing was pushed back")
@@ -290,11 +290,11 @@ func TestQueue(t *testing.T) {
 	t.Run("FailedRunIsNotReplayable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		f := uum.RunFailure{CorrelationID: "task_abc", Reason: "drain: commit: boom", Attempts: 4}
+		f := store.RunFailure{CorrelationID: "task_abc", Reason: "drain: commit: boom", Attempts: 4}
 		require.NoError(t, b.store.RecordRunFailure(ctx, f))
-		dls := b.all(t, uum.DeadLetterFilter{CorrelationID: "task_abc"})
+		dls := b.all(t, store.DeadLetterFilter{CorrelationID: "task_abc"})
 		require.Len(t, dls, 1)
-		require.Equal(t, uum.DLQKindRun, dls[0].Kind)
+		require.Equal(t, store.DeadLetterKindRun, dls[0].Kind)
 		require.Equal(t, 4, dls[0].Attempts)
 		err := b.queue().Replay(ctx, dls[0].ID)
 		var inv *dlq.InvalidError

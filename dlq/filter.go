@@ -4,21 +4,22 @@ import (
 	"time"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // ParseFilter reads the filters shared by the API's query parameters and
 // uumctl's flags: status, reason, event_name, correlation_id, from and to
 // (RFC 3339). get returns a parameter's value, "" when absent. A bad value
 // is a *uum.ValidationError naming the parameter.
-func ParseFilter(get func(name string) string) (uum.DeadLetterFilter, error) {
-	f := uum.DeadLetterFilter{
+func ParseFilter(get func(name string) string) (store.DeadLetterFilter, error) {
+	f := store.DeadLetterFilter{
 		Status:        get("status"),
 		Reason:        get("reason"),
 		EventName:     get("event_name"),
 		CorrelationID: get("correlation_id"),
 	}
 	switch f.Status {
-	case "", uum.DLQOpen, uum.DLQReplayed, uum.DLQDeleted:
+	case "", store.DeadLetterOpen, store.DeadLetterReplayed, store.DeadLetterDeleted:
 	default:
 		return f, &uum.ValidationError{Field: "status", Value: f.Status, Reason: "must be open, replayed or deleted"}
 	}

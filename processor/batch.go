@@ -6,25 +6,27 @@ import (
 	"time"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/store"
 )
 
 // batch is one iteration's worth of buffered entries as it moves through
 // the drain steps. Each step fills the next field; later stages (counter
 // rules, event-id registry, minute buckets) add fields and steps here.
 type batch struct {
-	at     uum.Position // of raw[0]
-	raw    []string     // entries as peeked, oldest first; trimmed by count
-	events []uum.Event  // decoded valid user events
-	index  []int        // of each event in raw
+	at     buffer.Position // of raw[0]
+	raw    []string        // entries as peeked, oldest first; trimmed by count
+	events []uum.Event     // decoded valid user events
+	index  []int           // of each event in raw
 	// tracked are the decoded tracked events, with where they were found.
 	tracked []trackedEntry
 	// bufferedAt is when each raw entry was buffered, by index; zero for
 	// poison and for version 1 entries, which do not say.
 	bufferedAt []time.Time
-	dead       []uum.DeadLetter // poison entries
-	pairs      []uum.Pair       // distinct pairs, first occurrence first
-	unseen     []uum.Pair       // pairs the seen-cache did not know
-	cacheSeq   int64            // drain sequence the seen-cache answered under
+	dead       []store.DeadLetter // poison entries
+	pairs      []uum.Pair         // distinct pairs, first occurrence first
+	unseen     []uum.Pair         // pairs the seen-cache did not know
+	cacheSeq   int64              // drain sequence the seen-cache answered under
 	// firstAt is the earliest buffered time of each pair's entries, for
 	// the pairs any entry of which carries one: its first-seen time.
 	firstAt map[uum.Pair]time.Time
@@ -51,13 +53,13 @@ func (b *batch) decode(names NameChecker) {
 	b.bufferedAt = make([]time.Time, len(b.raw))
 	for i, r := range b.raw {
 		if b.known[i] {
-			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), knownReason, b.at.Add(i)))
+			b.dead = append(b.dead, NewDeadLetter([]byte(r), knownReason, b.at.Add(i)))
 			continue
 		}
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
 		if errors.As(err, &de) {
-			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
+			b.dead = append(b.dead, NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
 			continue
 		}
 		b.bufferedAt[i] = ev.BufferedAt
@@ -66,7 +68,7 @@ func (b *batch) decode(names NameChecker) {
 			continue
 		}
 		if reason := policyReason(names, ev.Name); reason != "" {
-			b.dead = append(b.dead, uum.NewDeadLetter([]byte(r), reason, b.at.Add(i)))
+			b.dead = append(b.dead, NewDeadLetter([]byte(r), reason, b.at.Add(i)))
 			continue
 		}
 		b.events = append(b.events, ev.Event)
@@ -120,10 +122,10 @@ func (b *batch) filterSeen(hits []bool) {
 // datedUnseen returns the unseen pairs with their first-seen times (zero,
 // the commit time, for pairs whose entries are all version 1): the pairs
 // the batch commits.
-func (b *batch) datedUnseen() []uum.DatedPair {
-	pairs := make([]uum.DatedPair, len(b.unseen))
+func (b *batch) datedUnseen() []store.DatedPair {
+	pairs := make([]store.DatedPair, len(b.unseen))
 	for i, p := range b.unseen {
-		pairs[i] = uum.DatedPair{Pair: p, CreatedAt: b.firstAt[p]}
+		pairs[i] = store.DatedPair{Pair: p, CreatedAt: b.firstAt[p]}
 	}
 	return pairs
 }
@@ -165,7 +167,7 @@ func (b *batch) reject(names map[string]bool, reason string) int {
 	for i, ev := range b.events {
 		if names[ev.Name] {
 			at := b.index[i]
-			b.dead = append(b.dead, uum.NewDeadLetter([]byte(b.raw[at]), reason, b.at.Add(at)))
+			b.dead = append(b.dead, NewDeadLetter([]byte(b.raw[at]), reason, b.at.Add(at)))
 			n++
 			continue
 		}

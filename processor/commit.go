@@ -15,7 +15,7 @@ import (
 
 // commit writes the batch in one transaction. Every entry the rules can
 // judge was judged before (DecodeWire refuses what the database would), so
-// a batch the database still rejects for its data (uum.ErrRejected:
+// a batch the database still rejects for its data (store.ErrRejected:
 // retrying it would fail the same way forever and stall the buffer behind
 // it) is the rare last resort: commit sets aside the entries an earlier run
 // already dead-lettered, then finds the others at fault by bisection,
@@ -24,7 +24,7 @@ import (
 // before a failure stays in b.result, for its increments.
 func (d *Drainer) commit(ctx context.Context, b *batch) error {
 	err := d.commitOnce(ctx, b)
-	if !errors.Is(err, uum.ErrRejected) {
+	if !errors.Is(err, store.ErrRejected) {
 		return err
 	}
 	if len(b.raw) > 1 {
@@ -33,7 +33,7 @@ func (d *Drainer) commit(ctx context.Context, b *batch) error {
 		case lerr != nil:
 			return lerr
 		case ok:
-			if err = d.commitOnce(ctx, retry); !errors.Is(err, uum.ErrRejected) {
+			if err = d.commitOnce(ctx, retry); !errors.Is(err, store.ErrRejected) {
 				*b = *retry
 				return err
 			}
@@ -51,7 +51,7 @@ func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 	cctx, cancel := detach(ctx, commitTimeout)
 	defer cancel()
 	res, err := d.commitTx(cctx, b, time.Now())
-	if errors.Is(err, uum.ErrCacheAhead) {
+	if errors.Is(err, store.ErrCacheAhead) {
 		if err := d.rescope(cctx, err); err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (d *Drainer) setAside(ctx context.Context, b *batch) (*batch, bool, error) 
 	ids := make([]string, len(b.raw))
 	at := make(map[string]int, len(b.raw))
 	for i, r := range b.raw {
-		ids[i] = uum.DeadLetterID([]byte(r), b.at.Add(i))
+		ids[i] = deadLetterID([]byte(r), b.at.Add(i))
 		at[ids[i]] = i
 	}
 	found, err := d.db.DeadLettered(ctx, ids)
@@ -130,7 +130,7 @@ func (d *Drainer) bisect(ctx context.Context, b *batch, rejected error) error {
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		if err = d.commitOnce(ctx, p); errors.Is(err, uum.ErrRejected) {
+		if err = d.commitOnce(ctx, p); errors.Is(err, store.ErrRejected) {
 			err = d.bisect(ctx, p, err)
 		}
 		if err != nil {
@@ -143,19 +143,19 @@ func (d *Drainer) bisect(ctx context.Context, b *batch, rejected error) error {
 
 // isolate dead-letters the single entry of b, which the database refused
 // with rejected: with that error as the reason or, if the database refuses
-// even this dead letter, bare (uum.DeadLetter.Bare), which it cannot
+// even this dead letter, bare (store.DeadLetter.Bare), which it cannot
 // refuse for its data. A drain never gives up on one entry.
 func (d *Drainer) isolate(ctx context.Context, b *batch, rejected error) error {
 	d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", rejected)
-	dl := uum.NewDeadLetter([]byte(b.raw[0]), rejectedReason+rejected.Error(), b.at)
+	dl := NewDeadLetter([]byte(b.raw[0]), rejectedReason+rejected.Error(), b.at)
 	var err error
-	for _, dl := range []uum.DeadLetter{dl, dl.Bare()} {
-		isolated := &batch{at: b.at, raw: b.raw, dead: []uum.DeadLetter{dl}}
+	for _, dl := range []store.DeadLetter{dl, bare(dl)} {
+		isolated := &batch{at: b.at, raw: b.raw, dead: []store.DeadLetter{dl}}
 		if err = d.commitOnce(ctx, isolated); err == nil {
 			*b = *isolated
 			return nil
 		}
-		if !errors.Is(err, uum.ErrRejected) {
+		if !errors.Is(err, store.ErrRejected) {
 			return err
 		}
 		d.logger.WarnContext(ctx, "dead letter rejected by the database", "correlation_id", dl.CorrelationID, "error", err)
@@ -193,7 +193,7 @@ type result struct {
 	DeadLetters []string
 	// Duplicates are the deliveries of known ids this commit audited
 	// (Index into batch.tracked); a replayed batch audits none again.
-	Duplicates []uum.Duplicate
+	Duplicates []store.Duplicate
 	// Seq is the drain sequence of this commit: the number of drain
 	// commits the database holds with it. 0 when nothing was committed.
 	Seq int64
@@ -257,7 +257,7 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 // commitTracked is the tracked events' part of commitTx (steps 5 to 8):
 // registry and audit, then the projection of the fresh events onto the
 // counters (without counters, it only counts the unmatched events).
-func (d *Drainer) commitTracked(ctx context.Context, tx pgx.Tx, b *batch, tracked []uum.TrackedWrite, now time.Time, res *result) error {
+func (d *Drainer) commitTracked(ctx context.Context, tx pgx.Tx, b *batch, tracked []store.TrackedWrite, now time.Time, res *result) error {
 	if len(tracked) == 0 {
 		return nil
 	}
@@ -270,13 +270,13 @@ func (d *Drainer) commitTracked(ctx context.Context, tx pgx.Tx, b *batch, tracke
 	if p.empty() {
 		return nil
 	}
-	counters, states := p.counters, []uum.EntityState(nil)
+	counters, states := p.counters, []store.EntityState(nil)
 	if tr := &p.transitions; len(tr.entities) > 0 {
 		active, err := store.LockEntityStates(ctx, tx, tr.entities)
 		if err != nil {
 			return err
 		}
-		var deltas []uum.CounterDelta
+		var deltas []store.CounterDelta
 		deltas, states = tr.settle(active, &b.counted)
 		counters = append(counters, deltas...)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/store"
 )
 
 // Statsd metrics of the counters file check.
@@ -30,8 +30,8 @@ const (
 // unless a record exists, and returns the record in force and whether it
 // is rec.
 type CountersRecorder interface {
-	RecordedCounters(ctx context.Context) (rec uum.CountersRecord, ok bool, err error)
-	AdoptCounters(ctx context.Context, rec uum.CountersRecord) (uum.CountersRecord, bool, error)
+	RecordedCounters(ctx context.Context) (rec store.CountersRecord, ok bool, err error)
+	AdoptCounters(ctx context.Context, rec store.CountersRecord) (store.CountersRecord, bool, error)
 }
 
 // WithCountersRecord makes CheckCounters compare the drainer's counters
@@ -56,7 +56,7 @@ func (d *Drainer) CheckCounters(ctx context.Context) error {
 		return nil
 	}
 	var (
-		rec      uum.CountersRecord
+		rec      store.CountersRecord
 		recorded bool
 		err      error
 	)
@@ -65,7 +65,7 @@ func (d *Drainer) CheckCounters(ctx context.Context) error {
 		recorded = recorded && rec.Fingerprint != ""
 	} else {
 		var adopted bool
-		rec, adopted, err = d.record.AdoptCounters(ctx, uum.CountersRecord{
+		rec, adopted, err = d.record.AdoptCounters(ctx, store.CountersRecord{
 			Fingerprint: d.fingerprint, Counters: d.counters.Names(), RecordedBy: RecordedByDrain})
 		recorded = true
 		if err == nil && adopted {
@@ -96,7 +96,7 @@ func (d *Drainer) logCounters(ctx context.Context) {
 }
 
 // mismatch says how the drainer's counters differ from rec and what to do.
-func (d *Drainer) mismatch(rec uum.CountersRecord) string {
+func (d *Drainer) mismatch(rec store.CountersRecord) string {
 	recorded := fmt.Sprintf("%s (%s), recorded %s by %s", rec.Fingerprint, strings.Join(rec.Counters, ", "),
 		rec.RecordedAt.UTC().Format(time.RFC3339), rec.RecordedBy)
 	held := "tracked events stay in the buffer, counted by nothing, until a drainer has the recorded file"
@@ -118,7 +118,7 @@ func (d *Drainer) mismatch(rec uum.CountersRecord) string {
 // recorded counters are not the drainer's (changed since it started): its
 // entries, tracked events and all, stay in the buffer.
 func (d *Drainer) holdTracked(b *batch, err error) error {
-	if !errors.Is(err, uum.ErrCountersChanged) {
+	if !errors.Is(err, store.ErrCountersChanged) {
 		return err
 	}
 	_ = d.stats.Incr(MetricCountersMismatch, []string{"at:commit"}, 1)

@@ -13,6 +13,7 @@ import (
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/rules"
+	"github.com/uumhq/uum/store"
 )
 
 // otherCounters is the example file with one rule changed: a deploy that
@@ -111,7 +112,7 @@ func TestCountersFile(t *testing.T) {
 	t.Run("FileAfterCountingWasSwitchedOffRefusesToStart", func(t *testing.T) {
 		t.Parallel()
 		b := setupCounting(t)
-		_, _, err := b.store.AcceptCounters(ctx, uum.CountersRecord{RecordedBy: "uumctl counters accept"})
+		_, _, err := b.store.AcceptCounters(ctx, store.CountersRecord{RecordedBy: "uumctl counters accept"})
 		require.NoError(t, err)
 		require.NoError(t, drainer(b, nil).CheckCounters(ctx))
 		err = drainer(b, b.set).CheckCounters(ctx)
@@ -125,13 +126,13 @@ func TestCountersFile(t *testing.T) {
 		require.NoError(t, running.CheckCounters(ctx))
 		// Meanwhile an operator accepts another file for new drainers.
 		other := otherCounters(t)
-		_, _, err := b.store.AcceptCounters(ctx, uum.CountersRecord{Fingerprint: other.Fingerprint(), Counters: other.Names(), RecordedBy: "test"})
+		_, _, err := b.store.AcceptCounters(ctx, store.CountersRecord{Fingerprint: other.Fingerprint(), Counters: other.Names(), RecordedBy: "test"})
 		require.NoError(t, err)
 
 		b.pushEvents(t, pairs(users(2), "a")...)
 		b.track(t, connect("E1", "m1"), disconnect("E2", "m1"))
 		_, err = running.Drain(ctx)
-		require.ErrorIs(t, err, uum.ErrCountersChanged)
+		require.ErrorIs(t, err, store.ErrCountersChanged)
 		require.ErrorContains(t, err, "2 tracked events stay in the buffer")
 		require.Len(t, b.pending(t), 4, "nothing trimmed")
 		require.Zero(t, b.count(t, `SELECT count(*) FROM event_registry`))

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/rules"
+	"github.com/uumhq/uum/store"
 )
 
 // Statsd metrics of the event counters.
@@ -82,13 +82,13 @@ func (c *counted) merge(o counted) {
 }
 
 // trackedWrites returns the tracked events with the tag of their entry.
-func (b *batch) trackedWrites() []uum.TrackedWrite {
+func (b *batch) trackedWrites() []store.TrackedWrite {
 	if len(b.tracked) == 0 {
 		return nil
 	}
-	out := make([]uum.TrackedWrite, len(b.tracked))
+	out := make([]store.TrackedWrite, len(b.tracked))
 	for i, t := range b.tracked {
-		out[i] = uum.TrackedWrite{Event: t.TrackedEvent, Entry: uum.EntryTag([]byte(b.raw[t.index]), b.at.Add(t.index))}
+		out[i] = store.TrackedWrite{Event: t.TrackedEvent, Entry: entryTag([]byte(b.raw[t.index]), b.at.Add(t.index))}
 	}
 	return out
 }
@@ -100,8 +100,8 @@ func (b *batch) trackedWrites() []uum.TrackedWrite {
 // transitions, with their entities, until the commit has locked those
 // entities' states (see settle).
 type projection struct {
-	counters    []uum.CounterDelta
-	buckets     []uum.BucketDelta
+	counters    []store.CounterDelta
+	buckets     []store.BucketDelta
 	transitions transitions
 }
 
@@ -113,9 +113,9 @@ func (d *Drainer) project(b *batch, fresh []bool, now time.Time) projection {
 	var (
 		sums   keySums
 		p      projection
-		border []uum.BucketDelta
+		border []store.BucketDelta
 	)
-	buckets := map[uum.BucketDelta]int64{} // Count zero in the key
+	buckets := map[store.BucketDelta]int64{} // Count zero in the key
 	horizon := now.Add(-d.retention)
 	for i, t := range b.tracked {
 		if !fresh[i] {
@@ -154,7 +154,7 @@ func (d *Drainer) project(b *batch, fresh []bool, now time.Time) projection {
 				scopes = append(scopes, e.OrgID)
 			}
 			for _, scope := range scopes {
-				k := uum.BucketDelta{Counter: w.Name, Scope: scope, Minute: minute}
+				k := store.BucketDelta{Counter: w.Name, Scope: scope, Minute: minute}
 				if _, ok := buckets[k]; !ok {
 					border = append(border, k)
 				}
@@ -180,7 +180,7 @@ func (p *projection) empty() bool {
 // order, for one upsert per key.
 type keySums struct {
 	sums  map[ckey]*rules.Sum
-	rows  map[ckey]*uum.CounterDelta
+	rows  map[ckey]*store.CounterDelta
 	order []ckey
 }
 
@@ -194,21 +194,21 @@ func (k *keySums) add(s rules.Step, delta int64) {
 	key := ckey{s.Counter.Name, s.Key.Hash}
 	if k.sums[key] == nil {
 		if k.sums == nil {
-			k.sums, k.rows = map[ckey]*rules.Sum{}, map[ckey]*uum.CounterDelta{}
+			k.sums, k.rows = map[ckey]*rules.Sum{}, map[ckey]*store.CounterDelta{}
 		}
 		k.sums[key] = &rules.Sum{}
-		k.rows[key] = &uum.CounterDelta{Counter: s.Counter.Name, Key: s.Key.Hash[:], Dimensions: s.Key.Canonical, Floor: s.Counter.FloorAtZero}
+		k.rows[key] = &store.CounterDelta{Counter: s.Counter.Name, Key: s.Key.Hash[:], Dimensions: s.Key.Canonical, Floor: s.Counter.FloorAtZero}
 		k.order = append(k.order, key)
 	}
 	k.sums[key].Add(delta)
 }
 
 // deltas returns one delta per key, first step first.
-func (k *keySums) deltas() []uum.CounterDelta {
+func (k *keySums) deltas() []store.CounterDelta {
 	if len(k.order) == 0 {
 		return nil
 	}
-	out := make([]uum.CounterDelta, 0, len(k.order))
+	out := make([]store.CounterDelta, 0, len(k.order))
 	for _, key := range k.order {
 		d := *k.rows[key]
 		d.Total, d.Lift = k.sums[key].Total, k.sums[key].Lift()
@@ -225,7 +225,7 @@ type transitions struct {
 	steps    []rules.Step
 	at       []int // index into entities of each step
 	index    map[entityID]int
-	entities []uum.EntityState
+	entities []store.EntityState
 }
 
 type entityID struct {
@@ -242,7 +242,7 @@ func (t *transitions) add(s rules.Step) {
 		}
 		i = len(t.entities)
 		t.index[id] = i
-		t.entities = append(t.entities, uum.EntityState{Counter: s.Counter.Name, Key: s.Key.Hash[:], Entity: s.Entity.Hash[:], EntityJSON: s.Entity.Canonical})
+		t.entities = append(t.entities, store.EntityState{Counter: s.Counter.Name, Key: s.Key.Hash[:], Entity: s.Entity.Hash[:], EntityJSON: s.Entity.Canonical})
 	}
 	t.steps = append(t.steps, s)
 	t.at = append(t.at, i)
@@ -254,7 +254,7 @@ func (t *transitions) add(s rules.Step) {
 // and counts into c what it applied and ignored. It returns the
 // transition-safe counters' deltas and the entities' states after the
 // batch.
-func (t *transitions) settle(active []bool, c *counted) ([]uum.CounterDelta, []uum.EntityState) {
+func (t *transitions) settle(active []bool, c *counted) ([]store.CounterDelta, []store.EntityState) {
 	on := slices.Clone(active)
 	var sums keySums
 	for i, s := range t.steps {

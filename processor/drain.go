@@ -20,6 +20,7 @@ import (
 	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
+	"github.com/uumhq/uum/store"
 )
 
 // Statsd metric names, as the dashboards and alerts know them.
@@ -168,7 +169,7 @@ func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	parent := ctx
 	lease, err := d.acquire(ctx)
-	if errors.Is(err, uum.ErrLeaseHeld) {
+	if errors.Is(err, buffer.ErrLeaseHeld) {
 		sum := Summary{Skipped: true}
 		d.measureDepth(ctx, &sum)
 		d.logger.InfoContext(ctx, "drain skipped: lease held by another drainer", "queue_depth", sum.QueueDepth)
@@ -187,14 +188,14 @@ func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 		stopRenew()
 		rctx, cancel := detach(ctx, finishTimeout)
 		defer cancel()
-		if err := lease.Release(rctx); err != nil && !errors.Is(err, uum.ErrFenceLost) {
+		if err := lease.Release(rctx); err != nil && !errors.Is(err, buffer.ErrFenceLost) {
 			d.logger.WarnContext(ctx, "release drain lease", "error", err)
 		}
 	}()
 
 	sum, err := d.run(ctx, lease)
 	switch {
-	case errors.Is(context.Cause(ctx), uum.ErrFenceLost) || errors.Is(err, uum.ErrFenceLost):
+	case errors.Is(context.Cause(ctx), buffer.ErrFenceLost) || errors.Is(err, buffer.ErrFenceLost):
 		// Another drainer owns the buffer now; what we committed is
 		// idempotent and it will trim it.
 		d.logger.WarnContext(ctx, "drain stopped: lease lost", "iterations", sum.Iterations)
@@ -232,7 +233,7 @@ func shuttingDown(ctx context.Context, err error) bool {
 
 // keepLease renews the lease every renewEvery until stopped, each renewal
 // bounded by that interval so a slow one cannot delay the next. If the
-// lease is lost, the returned context is cancelled with uum.ErrFenceLost.
+// lease is lost, the returned context is cancelled with buffer.ErrFenceLost.
 func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
@@ -249,8 +250,8 @@ func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.C
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := renew(ctx, lease, every); errors.Is(err, uum.ErrFenceLost) {
-					cancel(uum.ErrFenceLost)
+				if err := renew(ctx, lease, every); errors.Is(err, buffer.ErrFenceLost) {
+					cancel(buffer.ErrFenceLost)
 					return
 				} else if err != nil {
 					d.logger.WarnContext(ctx, "renew drain lease", "error", err)
@@ -292,12 +293,12 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		var peekErr error
 		if sum.Iterations+1 < d.cfg.MaxIterations {
 			at, raw, peekErr = d.peek(ctx, lease, len(cur.raw))
-			if errors.Is(peekErr, uum.ErrFenceLost) {
+			if errors.Is(peekErr, buffer.ErrFenceLost) {
 				return sum, peekErr // commit nothing once the lease is gone
 			}
 			if len(raw) > 0 {
 				prefetched = make(chan *batch, 1)
-				go func(at uum.Position, raw []string) { prefetched <- d.prepare(ctx, at, raw) }(at, raw)
+				go func(at buffer.Position, raw []string) { prefetched <- d.prepare(ctx, at, raw) }(at, raw)
 			}
 		}
 		err := d.finish(ctx, lease, cur, &marks)
@@ -333,7 +334,7 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 
 // peek reads the batch after the skip oldest entries and the position it
 // starts at, under the lease's fence.
-func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (uum.Position, []string, error) {
+func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (buffer.Position, []string, error) {
 	at, raw, err := lease.Peek(ctx, skip, d.cfg.BatchSize)
 	failpoint.Hit(failpoint.AfterPeek)
 	return at, raw, step("peek", err)
@@ -341,7 +342,7 @@ func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (uum.
 
 // prepare runs the steps before the commit: build the batch, then filter
 // it through the seen-cache. at is the buffer position of raw[0].
-func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *batch {
+func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string) *batch {
 	b := d.build(at, raw)
 	if len(raw) == 0 {
 		return b
@@ -361,7 +362,7 @@ func (d *Drainer) prepare(ctx context.Context, at uum.Position, raw []string) *b
 }
 
 // build runs the steps that need nothing but the entries: decode, dedupe.
-func (d *Drainer) build(at uum.Position, raw []string) *batch {
+func (d *Drainer) build(at buffer.Position, raw []string) *batch {
 	b := &batch{at: at, raw: raw}
 	if len(raw) > 0 {
 		b.decode(d.names)
@@ -389,7 +390,7 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 		// What committed before the failure stays committed: its
 		// increments are true, and a re-run finds its rows existing.
 		d.emit(ctx, b)
-		if errors.Is(err, uum.ErrCountersChanged) {
+		if errors.Is(err, store.ErrCountersChanged) {
 			return d.holdTracked(b, err)
 		}
 		return step("commit", err)
@@ -560,7 +561,7 @@ func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
 		cause = "timeout"
 	case errors.Is(err, context.Canceled):
 		cause = "canceled"
-	case errors.Is(err, uum.ErrRejected):
+	case errors.Is(err, store.ErrRejected):
 		cause = "rejected"
 	}
 	lctx, cancel := detach(ctx, finishTimeout)

@@ -743,7 +743,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		var name, user *string
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT raw, reason, event_name, user_id::text FROM dead_letters`).Scan(&raw, &reason, &name, &user))
 		require.Equal(t, poison, string(raw))
-		require.Equal(t, uum.BareReason, reason)
+		require.Equal(t, processor.BareReason, reason)
 		require.Nil(t, name)
 		require.Nil(t, user)
 	})

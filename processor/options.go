@@ -7,6 +7,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/store"
 )
 
 // Option configures a Drainer.
@@ -49,7 +50,7 @@ const DefaultMaxEventNames = 10_000
 // RunFailureRecorder stores drain runs that failed on every retry in the
 // dead-letter queue; *store.Store satisfies it.
 type RunFailureRecorder interface {
-	RecordRunFailure(ctx context.Context, f uum.RunFailure) error
+	RecordRunFailure(ctx context.Context, f store.RunFailure) error
 }
 
 // WithRunFailures makes HandleError record drain runs that exhausted
@@ -92,7 +93,7 @@ func (d *Drainer) HandleError(ctx context.Context, t *asynq.Task, err error) {
 	}
 	rctx, cancel := detach(ctx, finishTimeout)
 	defer cancel()
-	f := uum.RunFailure{CorrelationID: "task_" + id, Reason: err.Error(), Attempts: retried + 1}
+	f := store.RunFailure{CorrelationID: "task_" + id, Reason: err.Error(), Attempts: retried + 1}
 	if rerr := d.runs.RecordRunFailure(rctx, f); rerr != nil {
 		d.logger.ErrorContext(ctx, "record failed drain run", "task_id", id, "error", rerr)
 		return

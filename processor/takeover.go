@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 )
 
@@ -29,7 +28,7 @@ func watchEvery(ttl time.Duration) time.Duration { return max(ttl/20, 10*time.Mi
 // acquire takes the drain lease. If another drainer holds a lease that
 // ends within our own TTL, acquire watches it rather than skip the run: a
 // live holder renews it (every fifth of its TTL) and acquire returns
-// uum.ErrLeaseHeld as soon as it sees that; the lease of a holder that was
+// buffer.ErrLeaseHeld as soon as it sees that; the lease of a holder that was
 // killed is not renewed, and acquire takes it once it ends. Without this a
 // run that starts just after a holder died is skipped, and the buffer
 // waits a whole UUM_DRAIN_INTERVAL more. A lease that ends later than our
@@ -38,18 +37,18 @@ func watchEvery(ttl time.Duration) time.Duration { return max(ttl/20, 10*time.Mi
 func (d *Drainer) acquire(ctx context.Context) (*buffer.Lease, error) {
 	ttl := d.cfg.LeaseTTL
 	lease, err := d.buf.Acquire(ctx, ttl)
-	if !errors.Is(err, uum.ErrLeaseHeld) {
+	if !errors.Is(err, buffer.ErrLeaseHeld) {
 		return lease, err
 	}
 	h, err := d.buf.Holder(ctx)
 	switch {
 	case err != nil:
 		d.logger.WarnContext(ctx, "read drain lease", "error", err)
-		return nil, uum.ErrLeaseHeld
+		return nil, buffer.ErrLeaseHeld
 	case h == nil: // released meanwhile
 		return d.buf.Acquire(ctx, ttl)
 	case h.TTL <= 0 || h.TTL > ttl:
-		return nil, uum.ErrLeaseHeld
+		return nil, buffer.ErrLeaseHeld
 	}
 	outcome := d.watch(ctx, h)
 	age, _ := h.Age()
@@ -59,7 +58,7 @@ func (d *Drainer) acquire(ctx context.Context) (*buffer.Lease, error) {
 		return nil, err
 	}
 	if outcome != leaseEnded {
-		return nil, uum.ErrLeaseHeld
+		return nil, buffer.ErrLeaseHeld
 	}
 	return d.buf.Acquire(ctx, ttl)
 }

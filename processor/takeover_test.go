@@ -138,7 +138,7 @@ func testTakeover(t *testing.T, newRedis func(testing.TB) (*redis.Client, string
 		require.Empty(t, b.pending(t))
 		require.Equal(t, map[string]int64{"a": 3}, b.totals(t))
 		require.Contains(t, b.logs.String(), "outcome=ended")
-		require.ErrorIs(t, holder.Renew(ctx), uum.ErrFenceLost, "the old holder is fenced off")
+		require.ErrorIs(t, holder.Renew(ctx), buffer.ErrFenceLost, "the old holder is fenced off")
 	})
 
 	t.Run("DoesNotWaitOnALongerLease", func(t *testing.T) {

@@ -19,8 +19,8 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/store"
 )
 
 // MetricDrift counts what had drifted, tagged event_name and table: an
@@ -37,10 +37,10 @@ type Store interface {
 	// locking the drain out, and unless dryRun corrects each drifted one
 	// by its difference; it returns the drift found. Concurrent calls
 	// take turns.
-	ReconcileTotals(ctx context.Context, dryRun bool) ([]uum.Drift, error)
+	ReconcileTotals(ctx context.Context, dryRun bool) ([]store.Drift, error)
 	// ReconcileDays does the same for the new users per event, UTC day
 	// and hour.
-	ReconcileDays(ctx context.Context, dryRun bool) ([]uum.DayDrift, error)
+	ReconcileDays(ctx context.Context, dryRun bool) ([]store.DayDrift, error)
 }
 
 // Recorder keeps the summary of the last reconciliation, which the
@@ -86,10 +86,10 @@ func New(store Store, stats statsd.ClientInterface, logger *slog.Logger, opts ..
 type Report struct {
 	// Drift is the drift of the totals found, DayDrift that of the days:
 	// repaired unless DryRun.
-	Drift    []uum.Drift    `json:"drift"`
-	DayDrift []uum.DayDrift `json:"day_drift"`
-	DryRun   bool           `json:"dry_run"`
-	Duration string         `json:"duration"`
+	Drift    []store.Drift    `json:"drift"`
+	DayDrift []store.DayDrift `json:"day_drift"`
+	DryRun   bool             `json:"dry_run"`
+	Duration string           `json:"duration"`
 }
 
 // Run recomputes every total, then every day, each in one pass that
@@ -97,7 +97,7 @@ type Report struct {
 // nothing changes.
 func (r *Reconciler) Run(ctx context.Context, dryRun bool) (Report, error) {
 	start := time.Now()
-	rep := Report{DryRun: dryRun, Drift: []uum.Drift{}, DayDrift: []uum.DayDrift{}}
+	rep := Report{DryRun: dryRun, Drift: []store.Drift{}, DayDrift: []store.DayDrift{}}
 	drift, err := r.store.ReconcileTotals(ctx, dryRun)
 	if err != nil {
 		return rep, err

@@ -78,7 +78,7 @@ func TestReconcile(t *testing.T) {
 		b.exec(t, `UPDATE unique_event_totals SET unique_users = 10 WHERE event_name = 'a'`)
 		b.exec(t, `DELETE FROM unique_event_totals WHERE event_name = 'b'`)
 		b.exec(t, `INSERT INTO unique_event_totals (event_name, unique_users) VALUES ('ghost', 4)`)
-		want := []uum.Drift{{EventName: "a", Stored: 10, Actual: 5}, {EventName: "b", Stored: 0, Actual: 3}, {EventName: "ghost", Stored: 4, Actual: 0}}
+		want := []store.Drift{{EventName: "a", Stored: 10, Actual: 5}, {EventName: "b", Stored: 0, Actual: 3}, {EventName: "ghost", Stored: 4, Actual: 0}}
 
 		rep, err = b.r.Run(ctx, true)
 		require.NoError(t, err)
@@ -117,7 +117,7 @@ func TestReconcile(t *testing.T) {
 		defer cancel()
 		rep, err := b.r.Run(rctx, true)
 		require.NoError(t, err, "found while the drain transaction is open")
-		want := []uum.Drift{{EventName: "a", Stored: 7, Actual: 2}}
+		want := []store.Drift{{EventName: "a", Stored: 7, Actual: 2}}
 		require.Equal(t, want, rep.Drift)
 
 		type result struct {
@@ -178,11 +178,11 @@ func TestReconcileDays(t *testing.T) {
 		return v
 	}
 	// firstSeen records a user of name first seen at each time.
-	firstSeen := func(t *testing.T, b *testBundle, name string, times ...time.Time) []uum.DatedPair {
+	firstSeen := func(t *testing.T, b *testBundle, name string, times ...time.Time) []store.DatedPair {
 		t.Helper()
-		rows := make([]uum.DatedPair, len(times))
+		rows := make([]store.DatedPair, len(times))
 		for i, v := range times {
-			rows[i] = uum.DatedPair{Pair: uum.Pair{UserID: uum.NewUUID(), Name: name}, CreatedAt: v}
+			rows[i] = store.DatedPair{Pair: uum.Pair{UserID: uum.NewUUID(), Name: name}, CreatedAt: v}
 		}
 		_, _, err := b.store.Backfill(ctx, []string{name}, rows)
 		require.NoError(t, err)
@@ -217,7 +217,7 @@ func TestReconcileDays(t *testing.T) {
 		b.exec(t, `UPDATE unique_event_days SET new_users = 5 WHERE event_name = 'a' AND day = '2025-03-02'`)
 		b.exec(t, `DELETE FROM unique_event_days WHERE event_name = 'b'`)
 		b.exec(t, `INSERT INTO unique_event_days VALUES ('ghost', '2025-01-01', 1, array_fill(0::bigint, ARRAY[23]) || 1::bigint)`)
-		want := []uum.DayDrift{
+		want := []store.DayDrift{
 			{EventName: "a", Day: "2025-03-01", Stored: 2, Actual: 2, StoredByHour: hours(map[int]int64{10: 1, 11: 1}), ActualByHour: hours(map[int]int64{10: 2})},
 			{EventName: "a", Day: "2025-03-02", Stored: 5, Actual: 1, StoredByHour: hours(map[int]int64{23: 1}), ActualByHour: hours(map[int]int64{23: 1})},
 			{EventName: "b", Day: "2025-03-01", Stored: 0, Actual: 1, ActualByHour: hours(map[int]int64{5: 1})},
@@ -248,7 +248,7 @@ func TestReconcileDays(t *testing.T) {
 		tx, err := b.pool.BeginTx(ctx, pgx.TxOptions{})
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = store.InsertPairs(ctx, tx, []uum.DatedPair{{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "a"}, CreatedAt: at("2025-03-01T10:05:00Z")}})
+		_, err = store.InsertPairs(ctx, tx, []store.DatedPair{{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "a"}, CreatedAt: at("2025-03-01T10:05:00Z")}})
 		require.NoError(t, err)
 
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second) // generous: it must not wait for tx at all

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum"
 )
 
 // backfillSQL is insertPairsSQL for historical rows, each with its own
@@ -54,7 +52,7 @@ SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)`
 // pairs take their locks in one order. A pair that a drain commits while
 // the batch runs keeps the drain's time: the rows it finds to move are
 // those committed when the statement starts.
-func (s *Store) Backfill(ctx context.Context, names []string, rows []uum.DatedPair) (inserted, moved int, err error) {
+func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) (inserted, moved int, err error) {
 	if len(rows) == 0 && len(names) == 0 {
 		return 0, 0, nil
 	}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum"
 )
 
 // ErrCountersExist is returned by RestoreCounters when the database
@@ -23,7 +21,7 @@ var ErrCountersExist = errors.New("uum: the database already has persistent coun
 // iterators that stream from the database: counters, then states, each
 // in key order. The iterators are valid only during write; a failed row
 // yields its error.
-func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) error) error {
+func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, counters iter.Seq2[CounterRow, error], states iter.Seq2[EntityRow, error]) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("export counters: %w", interpret(err))
@@ -36,14 +34,14 @@ func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, cou
 	counters := streamRows(ctx, tx, `
 		SELECT counter_name, dimension_key, dimensions_json::text, value, updated_at
 		FROM counters ORDER BY counter_name, dimension_key`,
-		func(r pgx.Rows) (c uum.CounterRow, err error) {
+		func(r pgx.Rows) (c CounterRow, err error) {
 			err = r.Scan(&c.Counter, &c.Key, &c.Dimensions, &c.Value, &c.UpdatedAt)
 			return c, err
 		})
 	states := streamRows(ctx, tx, `
 		SELECT counter_name, dimension_key, entity_key, entity_json::text, updated_at
 		FROM counter_states WHERE active ORDER BY counter_name, dimension_key, entity_key`,
-		func(r pgx.Rows) (e uum.EntityRow, err error) {
+		func(r pgx.Rows) (e EntityRow, err error) {
 			err = r.Scan(&e.Counter, &e.Key, &e.Entity, &e.EntityJSON, &e.UpdatedAt)
 			return e, err
 		})
@@ -82,7 +80,7 @@ func streamRows[T any](ctx context.Context, db DBTX, sql string, scan func(pgx.R
 // against concurrent drains and returns ErrCountersExist if either holds
 // a row. An error from either iterator rolls everything back. It returns
 // how many rows of each it loaded.
-func (s *Store) RestoreCounters(ctx context.Context, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) (nCounters, nStates int64, err error) {
+func (s *Store) RestoreCounters(ctx context.Context, counters iter.Seq2[CounterRow, error], states iter.Seq2[EntityRow, error]) (nCounters, nStates int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var exists bool
 		if _, err := tx.Exec(ctx, `LOCK TABLE counters, counter_states IN SHARE ROW EXCLUSIVE MODE`); err != nil {
@@ -95,7 +93,7 @@ func (s *Store) RestoreCounters(ctx context.Context, counters iter.Seq2[uum.Coun
 		if exists {
 			return ErrCountersExist
 		}
-		cs := pull(counters, func(c uum.CounterRow) []any {
+		cs := pull(counters, func(c CounterRow) []any {
 			return []any{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt}
 		})
 		defer cs.stop()
@@ -104,7 +102,7 @@ func (s *Store) RestoreCounters(ctx context.Context, counters iter.Seq2[uum.Coun
 		if err != nil {
 			return cmp.Or(cs.err, err) // pgx reports a source's error as text
 		}
-		ss := pull(states, func(e uum.EntityRow) []any {
+		ss := pull(states, func(e EntityRow) []any {
 			return []any{e.Counter, e.Key, e.Entity, e.EntityJSON, true, e.UpdatedAt}
 		})
 		defer ss.stop()

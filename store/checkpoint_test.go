@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/store"
 )
 
@@ -28,8 +27,8 @@ func TestCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	at := time.Now().UTC().Truncate(time.Microsecond)
-	counter := uum.CounterRow{Counter: "c", Key: bytes.Repeat([]byte{1}, 16), Dimensions: []byte(`{"m":"1"}`), Value: 5, UpdatedAt: at}
-	state := uum.EntityRow{Counter: "c", Key: counter.Key, Entity: bytes.Repeat([]byte{2}, 16), EntityJSON: []byte(`{"a":"1"}`), UpdatedAt: at}
+	counter := store.CounterRow{Counter: "c", Key: bytes.Repeat([]byte{1}, 16), Dimensions: []byte(`{"m":"1"}`), Value: 5, UpdatedAt: at}
+	state := store.EntityRow{Counter: "c", Key: counter.Key, Entity: bytes.Repeat([]byte{2}, 16), EntityJSON: []byte(`{"a":"1"}`), UpdatedAt: at}
 
 	t.Run("RestoreThenExport", func(t *testing.T) {
 		t.Parallel()
@@ -37,14 +36,14 @@ func TestCheckpoint(t *testing.T) {
 		nc, ns, err := b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf(state))
 		require.NoError(t, err)
 		require.Equal(t, [2]int64{1, 1}, [2]int64{nc, ns})
-		err = b.store.ExportCounters(ctx, func(snap time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) error {
+		err = b.store.ExportCounters(ctx, func(snap time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) error {
 			require.WithinDuration(t, time.Now(), snap, time.Minute)
-			var cs []uum.CounterRow
+			var cs []store.CounterRow
 			for c, err := range counters {
 				require.NoError(t, err)
 				cs = append(cs, c)
 			}
-			var ss []uum.EntityRow
+			var ss []store.EntityRow
 			for s, err := range states {
 				require.NoError(t, err)
 				ss = append(ss, s)
@@ -62,16 +61,16 @@ func TestCheckpoint(t *testing.T) {
 		})
 		require.NoError(t, err)
 
-		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[uum.EntityRow]())
+		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[store.EntityRow]())
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
 
 	t.Run("RefusesWhenOnlyStatesExist", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, _, err := b.store.RestoreCounters(ctx, rowsOf[uum.CounterRow](), rowsOf(state))
+		_, _, err := b.store.RestoreCounters(ctx, rowsOf[store.CounterRow](), rowsOf(state))
 		require.NoError(t, err)
-		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[uum.EntityRow]())
+		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[store.EntityRow]())
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
 
@@ -79,9 +78,9 @@ func TestCheckpoint(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		boom := errors.New("checksum changed")
-		failing := func(yield func(uum.EntityRow, error) bool) {
+		failing := func(yield func(store.EntityRow, error) bool) {
 			if yield(state, nil) {
-				yield(uum.EntityRow{}, boom)
+				yield(store.EntityRow{}, boom)
 			}
 		}
 		_, _, err := b.store.RestoreCounters(ctx, rowsOf(counter), failing)

@@ -9,8 +9,6 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum"
 )
 
 // upsertCountersSQL adds each key's batch total to it, one row write per
@@ -39,12 +37,12 @@ WHERE u.l IS NOT NULL AND up.value - u.t < u.l`
 // value. The upsert used to compute the clamp inside ON CONFLICT with a
 // subquery over the batch, which Postgres ran once per existing key:
 // quadratic, ~100 ms for 1,000 keys.
-func ApplyCounters(ctx context.Context, db DBTX, deltas []uum.CounterDelta) error {
+func ApplyCounters(ctx context.Context, db DBTX, deltas []CounterDelta) error {
 	if len(deltas) == 0 {
 		return nil
 	}
 	sorted := slices.Clone(deltas)
-	slices.SortFunc(sorted, func(a, b uum.CounterDelta) int {
+	slices.SortFunc(sorted, func(a, b CounterDelta) int {
 		return cmp.Or(cmp.Compare(a.Counter, b.Counter), bytes.Compare(a.Key, b.Key))
 	})
 	n := len(sorted)
@@ -92,8 +90,8 @@ func ApplyCounters(ctx context.Context, db DBTX, deltas []uum.CounterDelta) erro
 // CounterValue returns counter's value at key, read from the replica when
 // there is one. A key never written reads 0 with a nil UpdatedAt; its
 // Dimensions are then nil.
-func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (uum.CounterValue, error) {
-	v := uum.CounterValue{Key: key}
+func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (CounterValue, error) {
+	v := CounterValue{Key: key}
 	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		err := db.QueryRow(ctx, `
 			SELECT dimensions_json, value, updated_at FROM counters
@@ -104,7 +102,7 @@ func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (u
 		return err
 	})
 	if err != nil {
-		return uum.CounterValue{}, fmt.Errorf("counter value: %w", interpret(err))
+		return CounterValue{}, fmt.Errorf("counter value: %w", interpret(err))
 	}
 	return v, nil
 }
@@ -113,11 +111,11 @@ func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (u
 // after the key after (nil: from the first), read from the replica when
 // there is one: a keyset page, as cheap at the millionth key as at the
 // first.
-func (s *Store) CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]uum.CounterValue, error) {
+func (s *Store) CounterValues(ctx context.Context, counter string, after []byte, limit int) ([]CounterValue, error) {
 	if after == nil {
 		after = []byte{} // sorts before every key
 	}
-	var out []uum.CounterValue
+	var out []CounterValue
 	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
 		rows, err := db.Query(ctx, `
 			SELECT dimension_key, dimensions_json, value, updated_at FROM counters
@@ -126,7 +124,7 @@ func (s *Store) CounterValues(ctx context.Context, counter string, after []byte,
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[uum.CounterValue])
+		out, err = pgx.CollectRows(rows, pgx.RowToStructByPos[CounterValue])
 		return err
 	})
 	if err != nil {

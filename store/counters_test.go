@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/store"
 )
@@ -19,8 +18,8 @@ func TestCounterReadsGoToTheReplica(t *testing.T) {
 	primary, _ := dbtest.Schema(t)
 	replica, _ := dbtest.Schema(t)
 	key := []byte("0123456789abcdef")
-	require.NoError(t, store.ApplyCounters(ctx, replica, []uum.CounterDelta{{Counter: "c", Key: key, Dimensions: `{"a":"x"}`, Total: 3}}))
-	require.NoError(t, store.ApplyBuckets(ctx, replica, []uum.BucketDelta{{Counter: "w", Scope: "o", Minute: 100, Count: 2}}))
+	require.NoError(t, store.ApplyCounters(ctx, replica, []store.CounterDelta{{Counter: "c", Key: key, Dimensions: `{"a":"x"}`, Total: 3}}))
+	require.NoError(t, store.ApplyBuckets(ctx, replica, []store.BucketDelta{{Counter: "w", Scope: "o", Minute: 100, Count: 2}}))
 	st := store.New(primary, store.WithReplica(replica, 0, nil, nil))
 
 	v, err := st.CounterValue(ctx, "c", key)
@@ -38,7 +37,7 @@ func TestCounterReadsGoToTheReplica(t *testing.T) {
 
 	v, err = store.New(primary).CounterValue(ctx, "c", key)
 	require.NoError(t, err)
-	require.Equal(t, uum.CounterValue{Key: key}, v, "never written on the primary: 0, no time")
+	require.Equal(t, store.CounterValue{Key: key}, v, "never written on the primary: 0, no time")
 }
 
 // TestWindowSumUsesThePrimaryKey checks the plan of the window read over
@@ -93,7 +92,7 @@ func TestWindowReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.Schema(t)
-	require.NoError(t, store.ApplyBuckets(ctx, pool, []uum.BucketDelta{
+	require.NoError(t, store.ApplyBuckets(ctx, pool, []store.BucketDelta{
 		{Counter: "w", Scope: "", Minute: 100, Count: 9},
 		{Counter: "w", Scope: "org-a", Minute: 100, Count: 2},
 		{Counter: "w", Scope: "org-a", Minute: 102, Count: 3},
@@ -108,10 +107,10 @@ func TestWindowReads(t *testing.T) {
 		t.Parallel()
 		top, err := st.TopScopes(ctx, "w", 100, 102, 10)
 		require.NoError(t, err)
-		require.Equal(t, []uum.ScopeCount{{Scope: "org-a", Count: 5}, {Scope: "org-b", Count: 5}, {Scope: "org-c", Count: 1}}, top)
+		require.Equal(t, []store.ScopeCount{{Scope: "org-a", Count: 5}, {Scope: "org-b", Count: 5}, {Scope: "org-c", Count: 1}}, top)
 		top, err = st.TopScopes(ctx, "w", 100, 102, 1)
 		require.NoError(t, err)
-		require.Equal(t, []uum.ScopeCount{{Scope: "org-a", Count: 5}}, top, "ties by org")
+		require.Equal(t, []store.ScopeCount{{Scope: "org-a", Count: 5}}, top, "ties by org")
 		top, err = st.TopScopes(ctx, "none", 100, 102, 10)
 		require.NoError(t, err)
 		require.Empty(t, top)
@@ -121,7 +120,7 @@ func TestWindowReads(t *testing.T) {
 		t.Parallel()
 		got, err := st.WindowMinutes(ctx, "w", "org-a", 100, 102)
 		require.NoError(t, err)
-		require.Equal(t, []uum.MinuteCount{{Minute: 100, Count: 2}, {Minute: 102, Count: 3}}, got)
+		require.Equal(t, []store.MinuteCount{{Minute: 100, Count: 2}, {Minute: 102, Count: 3}}, got)
 		got, err = st.WindowMinutes(ctx, "w", "", 101, 200)
 		require.NoError(t, err)
 		require.Empty(t, got)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/pgtext"
 )
 
@@ -35,8 +34,8 @@ func safeTexts(ss []string, max int) []string {
 const deadLetterColumns = `id, correlation_id, kind, reason, raw, event_name, user_id::text, org_id,
 	created_at, last_failed_at, attempts, status, closed_at`
 
-func scanDeadLetter(row pgx.Row) (uum.DeadLetterRecord, error) {
-	var r uum.DeadLetterRecord
+func scanDeadLetter(row pgx.Row) (DeadLetterRecord, error) {
+	var r DeadLetterRecord
 	err := row.Scan(&r.ID, &r.CorrelationID, &r.Kind, &r.Reason, &r.Raw, &r.EventName, &r.UserID, &r.OrgID,
 		&r.FirstFailedAt, &r.LastFailedAt, &r.Attempts, &r.Status, &r.ClosedAt)
 	return r, err
@@ -44,7 +43,7 @@ func scanDeadLetter(row pgx.Row) (uum.DeadLetterRecord, error) {
 
 // DeadLetters returns up to limit dead letters matching f with an id below
 // before (0 for the newest), newest first: a page of a cursor walk.
-func (s *Store) DeadLetters(ctx context.Context, f uum.DeadLetterFilter, before int64, limit int) ([]uum.DeadLetterRecord, error) {
+func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter, before int64, limit int) ([]DeadLetterRecord, error) {
 	where, args := deadLetterWhere(f)
 	args = append(args, before, limit)
 	q := `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE ` + where +
@@ -53,7 +52,7 @@ func (s *Store) DeadLetters(ctx context.Context, f uum.DeadLetterFilter, before 
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uum.DeadLetterRecord, error) { return scanDeadLetter(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetterRecord, error) { return scanDeadLetter(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
 	}
@@ -61,7 +60,7 @@ func (s *Store) DeadLetters(ctx context.Context, f uum.DeadLetterFilter, before 
 }
 
 // deadLetterWhere builds the condition of f with positional arguments.
-func deadLetterWhere(f uum.DeadLetterFilter) (string, []any) {
+func deadLetterWhere(f DeadLetterFilter) (string, []any) {
 	conds := []string{"true"}
 	var args []any
 	add := func(cond string, v any) {
@@ -89,11 +88,11 @@ func deadLetterWhere(f uum.DeadLetterFilter) (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-// DeadLetter returns one dead letter by id, or uum.ErrNotFound.
-func (s *Store) DeadLetter(ctx context.Context, id int64) (uum.DeadLetterRecord, error) {
+// DeadLetter returns one dead letter by id, or ErrNotFound.
+func (s *Store) DeadLetter(ctx context.Context, id int64) (DeadLetterRecord, error) {
 	r, err := scanDeadLetter(s.pool.QueryRow(ctx, `SELECT `+deadLetterColumns+` FROM dead_letters WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, fmt.Errorf("dead letter %d: %w", id, uum.ErrNotFound)
+		return r, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return r, fmt.Errorf("dead letter %d: %w", id, interpret(err))
@@ -103,7 +102,7 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (uum.DeadLetterRecord,
 
 // MarkDeadLettersReplayed closes the given dead letters as replayed and
 // returns how many it closed. Deleted ones stay deleted and unknown ids are
-// skipped, so a caller of one id reads 0 as uum.ErrNotFound.
+// skipped, so a caller of one id reads 0 as ErrNotFound.
 func (s *Store) MarkDeadLettersReplayed(ctx context.Context, ids []int64) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE dead_letters
 		SET status = 'replayed', replayed_at = now(), closed_at = now()
@@ -115,9 +114,9 @@ func (s *Store) MarkDeadLettersReplayed(ctx context.Context, ids []int64) (int64
 }
 
 // DeleteDeadLetter closes a dead letter as deleted; the row stays until
-// the retention purge. It returns uum.ErrNotFound for unknown ids.
+// the retention purge. It returns ErrNotFound for unknown ids.
 func (s *Store) DeleteDeadLetter(ctx context.Context, id int64) error {
-	return s.closeDeadLetter(ctx, id, uum.DLQDeleted, `UPDATE dead_letters
+	return s.closeDeadLetter(ctx, id, DeadLetterDeleted, `UPDATE dead_letters
 		SET status = 'deleted', closed_at = coalesce(closed_at, now())
 		WHERE id = $1`)
 }
@@ -128,7 +127,7 @@ func (s *Store) closeDeadLetter(ctx context.Context, id int64, status, sql strin
 		return fmt.Errorf("mark dead letter %d %s: %w", id, status, interpret(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("dead letter %d: %w", id, uum.ErrNotFound)
+		return fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
 	}
 	return nil
 }
@@ -152,7 +151,7 @@ func (s *Store) RecordReplayFailures(ctx context.Context, ids []int64, reasons [
 // RecordRunFailure stores a drain run that exhausted its retries, keyed
 // by its correlation id (the task id). Recording the same run again
 // counts one more attempt.
-func (s *Store) RecordRunFailure(ctx context.Context, f uum.RunFailure) error {
+func (s *Store) RecordRunFailure(ctx context.Context, f RunFailure) error {
 	attempts := max(f.Attempts, 1)
 	if _, err := s.pool.Exec(ctx, `
 		INSERT INTO dead_letters (correlation_id, kind, raw, reason, attempts)

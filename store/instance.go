@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/uumhq/uum"
 )
 
 // DrainCheck is what a drain commit is checked against (see
@@ -17,11 +15,11 @@ type DrainCheck struct {
 	// CacheSeq is the highest drain sequence the seen-cache had been
 	// marked under when it filtered the batch's pairs (0: none). A
 	// database whose sequence is below it went back in time: the check
-	// fails with uum.ErrCacheAhead.
+	// fails with ErrCacheAhead.
 	CacheSeq int64
 	// Counters is the fingerprint of the counter definitions the batch's
 	// tracked events are counted with ("" for none). With Tracked, the
-	// check fails with uum.ErrCountersChanged when the database records
+	// check fails with ErrCountersChanged when the database records
 	// other definitions.
 	Counters string
 	Tracked  bool
@@ -50,11 +48,11 @@ func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
 // with other counters than the recorded ones (NULL: none recorded yet).
 func checkDrain(held int64, counters pgtype.Text, c DrainCheck) error {
 	if held < c.CacheSeq {
-		return fmt.Errorf("%w: it holds %d drain commits, the seen-cache was marked at commit %d", uum.ErrCacheAhead, held, c.CacheSeq)
+		return fmt.Errorf("%w: it holds %d drain commits, the seen-cache was marked at commit %d", ErrCacheAhead, held, c.CacheSeq)
 	}
 	if c.Tracked && counters.Valid && counters.String != c.Counters {
 		return fmt.Errorf("%w: the database records %s, the drainer counts with %s",
-			uum.ErrCountersChanged, FingerprintOrNone(counters.String), FingerprintOrNone(c.Counters))
+			ErrCountersChanged, FingerprintOrNone(counters.String), FingerprintOrNone(c.Counters))
 	}
 	return nil
 }
@@ -113,11 +111,11 @@ func (s *Store) ResetSeenCacheFrom(ctx context.Context, from int64) (int64, bool
 
 // RecordedCounters returns the counter definitions the drains count
 // with; ok is false if none were ever recorded.
-func (s *Store) RecordedCounters(ctx context.Context) (rec uum.CountersRecord, ok bool, err error) {
+func (s *Store) RecordedCounters(ctx context.Context) (rec CountersRecord, ok bool, err error) {
 	rec, ok, err = scanCounters(s.pool.QueryRow(ctx, `
 		SELECT counters_fingerprint, counters_names, counters_recorded_at, counters_recorded_by FROM uum_instance`))
 	if err != nil {
-		return uum.CountersRecord{}, false, fmt.Errorf("recorded counters: %w", interpret(err))
+		return CountersRecord{}, false, fmt.Errorf("recorded counters: %w", interpret(err))
 	}
 	return rec, ok, nil
 }
@@ -125,13 +123,13 @@ func (s *Store) RecordedCounters(ctx context.Context) (rec uum.CountersRecord, o
 // AdoptCounters records rec if no counters were ever recorded (the first
 // drainer of a deployment, or the first after an upgrade), and returns the
 // record in force and whether it is rec.
-func (s *Store) AdoptCounters(ctx context.Context, rec uum.CountersRecord) (uum.CountersRecord, bool, error) {
+func (s *Store) AdoptCounters(ctx context.Context, rec CountersRecord) (CountersRecord, bool, error) {
 	_, err := s.pool.Exec(ctx, `
 		UPDATE uum_instance
 		SET counters_fingerprint = $1, counters_names = $2, counters_recorded_at = now(), counters_recorded_by = $3
 		WHERE counters_fingerprint IS NULL`, rec.Fingerprint, rec.Counters, rec.RecordedBy)
 	if err != nil {
-		return uum.CountersRecord{}, false, fmt.Errorf("adopt counters: %w", interpret(err))
+		return CountersRecord{}, false, fmt.Errorf("adopt counters: %w", interpret(err))
 	}
 	cur, _, err := s.RecordedCounters(ctx)
 	return cur, err == nil && cur.Fingerprint == rec.Fingerprint, err
@@ -139,7 +137,7 @@ func (s *Store) AdoptCounters(ctx context.Context, rec uum.CountersRecord) (uum.
 
 // AcceptCounters records rec whatever was recorded before, which it
 // returns (ok false: nothing was): the deliberate change of the counters.
-func (s *Store) AcceptCounters(ctx context.Context, rec uum.CountersRecord) (prev uum.CountersRecord, ok bool, err error) {
+func (s *Store) AcceptCounters(ctx context.Context, rec CountersRecord) (prev CountersRecord, ok bool, err error) {
 	prev, ok, err = scanCounters(s.pool.QueryRow(ctx, `
 		WITH prev AS (SELECT counters_fingerprint, counters_names, counters_recorded_at, counters_recorded_by FROM uum_instance FOR UPDATE)
 		UPDATE uum_instance
@@ -147,19 +145,19 @@ func (s *Store) AcceptCounters(ctx context.Context, rec uum.CountersRecord) (pre
 		FROM prev
 		RETURNING prev.*`, rec.Fingerprint, rec.Counters, rec.RecordedBy))
 	if err != nil {
-		return uum.CountersRecord{}, false, fmt.Errorf("accept counters: %w", interpret(err))
+		return CountersRecord{}, false, fmt.Errorf("accept counters: %w", interpret(err))
 	}
 	return prev, ok, nil
 }
 
-func scanCounters(row pgx.Row) (uum.CountersRecord, bool, error) {
+func scanCounters(row pgx.Row) (CountersRecord, bool, error) {
 	var (
 		fp, by pgtype.Text
 		at     pgtype.Timestamptz
-		rec    uum.CountersRecord
+		rec    CountersRecord
 	)
 	if err := row.Scan(&fp, &rec.Counters, &at, &by); err != nil {
-		return uum.CountersRecord{}, false, err
+		return CountersRecord{}, false, err
 	}
 	rec.Fingerprint, rec.RecordedAt, rec.RecordedBy = fp.String, at.Time, by.String
 	return rec, fp.Valid, nil

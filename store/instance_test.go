@@ -8,12 +8,13 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/store"
 )
 
 func TestDrainSequence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pair := func() []uum.DatedPair { return dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}) }
+	pair := func() []store.DatedPair { return dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}) }
 
 	t.Run("EachCommitAdvancesIt", func(t *testing.T) {
 		t.Parallel()
@@ -46,7 +47,7 @@ func TestDrainSequence(t *testing.T) {
 
 		p := pair()
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: p, CacheSeq: 4})
-		require.ErrorIs(t, err, uum.ErrCacheAhead)
+		require.ErrorIs(t, err, store.ErrCacheAhead)
 		require.ErrorContains(t, err, "holds 3 drain commits, the seen-cache was marked at commit 4")
 		logged, err := b.store.EventLogged(ctx, p[0].Pair)
 		require.NoError(t, err)
@@ -56,7 +57,7 @@ func TestDrainSequence(t *testing.T) {
 		require.Equal(t, int64(3), seq, "the failed commit did not advance the sequence")
 
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 4})
-		require.ErrorIs(t, err, uum.ErrCacheAhead, "a batch the cache filtered entirely is checked too")
+		require.ErrorIs(t, err, store.ErrCacheAhead, "a batch the cache filtered entirely is checked too")
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 3})
 		require.NoError(t, err)
 	})
@@ -81,10 +82,10 @@ func TestDrainSequence(t *testing.T) {
 func TestCountersRecord(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	x := uum.CountersRecord{Fingerprint: "sha256:x", Counters: []string{"signups"}, RecordedBy: "test"}
-	y := uum.CountersRecord{Fingerprint: "sha256:y", Counters: []string{"signups", "logins"}, RecordedBy: "test"}
-	tracked := func() []uum.TrackedWrite {
-		return []uum.TrackedWrite{{Event: &uum.TrackedEvent{ID: uum.NewUUID().String(), Type: "signup"}, Entry: 1}}
+	x := store.CountersRecord{Fingerprint: "sha256:x", Counters: []string{"signups"}, RecordedBy: "test"}
+	y := store.CountersRecord{Fingerprint: "sha256:y", Counters: []string{"signups", "logins"}, RecordedBy: "test"}
+	tracked := func() []store.TrackedWrite {
+		return []store.TrackedWrite{{Event: &uum.TrackedEvent{ID: uum.NewUUID().String(), Type: "signup"}, Entry: 1}}
 	}
 
 	t.Run("FirstAdoptionRecordsLaterOnesDoNot", func(t *testing.T) {
@@ -133,10 +134,10 @@ func TestCountersRecord(t *testing.T) {
 		_, _, err = b.store.AcceptCounters(ctx, x)
 		require.NoError(t, err)
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked(), Counters: y.Fingerprint})
-		require.ErrorIs(t, err, uum.ErrCountersChanged)
+		require.ErrorIs(t, err, store.ErrCountersChanged)
 		require.ErrorContains(t, err, "the database records sha256:x, the drainer counts with sha256:y")
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Tracked: tracked()})
-		require.ErrorIs(t, err, uum.ErrCountersChanged, "a drainer without a counters file holds them too")
+		require.ErrorIs(t, err, store.ErrCountersChanged, "a drainer without a counters file holds them too")
 
 		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"}), Counters: y.Fingerprint})
 		require.NoError(t, err, "events that are not tracked do not depend on the counters")

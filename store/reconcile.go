@@ -7,8 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/uumhq/uum"
 )
 
 // recountSQL compares every stored total with a full count of the rows,
@@ -39,15 +37,15 @@ ORDER BY 1`
 // rows and increments stay matched. Concurrent calls (the scheduled task
 // and uumctl reconcile) take turns on a per-schema advisory lock, so a
 // difference is applied once.
-func (s *Store) ReconcileTotals(ctx context.Context, dryRun bool) ([]uum.Drift, error) {
-	var drift []uum.Drift
+func (s *Store) ReconcileTotals(ctx context.Context, dryRun bool) ([]Drift, error) {
+	var drift []Drift
 	err := s.reconcile(ctx, func(conn *pgxpool.Conn) error {
 		err := inSnapshot(ctx, conn, func(tx pgx.Tx) error {
 			rows, err := tx.Query(ctx, recountSQL)
 			if err != nil {
 				return err
 			}
-			drift, err = pgx.CollectRows(rows, pgx.RowToStructByPos[uum.Drift])
+			drift, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Drift])
 			return err
 		})
 		if err != nil || dryRun || len(drift) == 0 {
@@ -109,7 +107,7 @@ INSERT INTO unique_event_totals AS t (event_name, unique_users)
 SELECT event_name, diff FROM d WHERE diff > 0 AND event_name NOT IN (SELECT event_name FROM updated)
 ON CONFLICT (event_name) DO UPDATE SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()`
 
-func applyDrift(ctx context.Context, db DBTX, drift []uum.Drift) error {
+func applyDrift(ctx context.Context, db DBTX, drift []Drift) error {
 	names, diffs := make([]string, len(drift)), make([]int64, len(drift))
 	for i, d := range drift {
 		names[i], diffs[i] = d.EventName, d.Diff()
@@ -147,8 +145,8 @@ ORDER BY 1, 2`
 // adds to each drifted day the differences it found (to its count and
 // to each hour), which commutes with the drains and backfills since as
 // their own upserts do. It returns the drift found.
-func (s *Store) ReconcileDays(ctx context.Context, dryRun bool) ([]uum.DayDrift, error) {
-	var drift []uum.DayDrift
+func (s *Store) ReconcileDays(ctx context.Context, dryRun bool) ([]DayDrift, error) {
+	var drift []DayDrift
 	err := s.reconcile(ctx, func(conn *pgxpool.Conn) error {
 		err := inSnapshot(ctx, conn, func(tx pgx.Tx) error {
 			var err error
@@ -166,14 +164,14 @@ func (s *Store) ReconcileDays(ctx context.Context, dryRun bool) ([]uum.DayDrift,
 	return drift, nil
 }
 
-func dayDrift(ctx context.Context, db DBTX) ([]uum.DayDrift, error) {
+func dayDrift(ctx context.Context, db DBTX) ([]DayDrift, error) {
 	rows, err := db.Query(ctx, recountDaysSQL)
 	if err != nil {
 		return nil, err
 	}
 	var (
-		out            []uum.DayDrift
-		d              uum.DayDrift
+		out            []DayDrift
+		d              DayDrift
 		day            time.Time
 		stored, actual []int64
 	)
@@ -193,7 +191,7 @@ func dayDrift(ctx context.Context, db DBTX) ([]uum.DayDrift, error) {
 // addDays adds each drifted day's differences to it, with the drain's own
 // upsert (addDaysSQL). The hours go as one flat array, 24 a day (unnest
 // would flatten a 2-D one anyway).
-func addDays(ctx context.Context, db DBTX, drift []uum.DayDrift) error {
+func addDays(ctx context.Context, db DBTX, drift []DayDrift) error {
 	names := make([]string, len(drift))
 	days := make([]string, len(drift))
 	diffs := make([]int64, len(drift))

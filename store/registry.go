@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum"
 )
 
 // RegisterEvents registers the ids of tracked, in order, and says which
@@ -17,7 +15,7 @@ import (
 // duplicate_events, except a re-read of the very entry that registered
 // the id (a batch replayed after a crash between commit and trim), which
 // is neither fresh nor audited. It returns the duplicates it audited now.
-func RegisterEvents(ctx context.Context, db DBTX, tracked []uum.TrackedWrite) ([]bool, []uum.Duplicate, error) {
+func RegisterEvents(ctx context.Context, db DBTX, tracked []TrackedWrite) ([]bool, []Duplicate, error) {
 	if len(tracked) == 0 {
 		return nil, nil, nil
 	}
@@ -98,7 +96,7 @@ func register(ctx context.Context, db DBTX, ids []string, entries []int64) (map[
 
 // auditDuplicates stores the duplicate deliveries dups (indexes into
 // tracked) and returns those not stored before.
-func auditDuplicates(ctx context.Context, db DBTX, tracked []uum.TrackedWrite, dups []int, known map[string]registration) ([]uum.Duplicate, error) {
+func auditDuplicates(ctx context.Context, db DBTX, tracked []TrackedWrite, dups []int, known map[string]registration) ([]Duplicate, error) {
 	if len(dups) == 0 {
 		return nil, nil
 	}
@@ -141,10 +139,10 @@ func auditDuplicates(ctx context.Context, db DBTX, tracked []uum.TrackedWrite, d
 	}); err != nil {
 		return nil, fmt.Errorf("audit duplicates: %w", err)
 	}
-	var out []uum.Duplicate
+	var out []Duplicate
 	for _, i := range dups {
 		if stored[key{tracked[i].Event.ID, tracked[i].Entry}] {
-			out = append(out, uum.Duplicate{Index: i, FirstSeenAt: known[tracked[i].Event.ID].firstSeen})
+			out = append(out, Duplicate{Index: i, FirstSeenAt: known[tracked[i].Event.ID].firstSeen})
 		}
 	}
 	return out, nil

@@ -29,9 +29,9 @@ func BenchmarkRegistrySize(b *testing.B) {
 		}
 		rand.Shuffle(n, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 		for start := 0; start < n; start += 1000 {
-			writes := make([]uum.TrackedWrite, 0, 1000)
+			writes := make([]store.TrackedWrite, 0, 1000)
 			for i, id := range ids[start : start+1000] {
-				writes = append(writes, uum.TrackedWrite{Event: &uum.TrackedEvent{ID: id, Type: "hit"}, Entry: int64(start + i)})
+				writes = append(writes, store.TrackedWrite{Event: &uum.TrackedEvent{ID: id, Type: "hit"}, Entry: int64(start + i)})
 			}
 			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 				_, _, err := store.RegisterEvents(ctx, tx, writes)

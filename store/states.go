@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-
-	"github.com/uumhq/uum"
 )
 
 // lockStatesSQL loads and locks the states of a batch's entities in key
@@ -41,7 +39,7 @@ WHERE u.a AND NOT s.active AND s.counter_name = u.n AND s.dimension_key = u.k AN
 
 // LockEntityStates loads the states of entities (distinct) and locks them
 // until the transaction ends; the result is aligned with entities.
-func LockEntityStates(ctx context.Context, db DBTX, entities []uum.EntityState) ([]bool, error) {
+func LockEntityStates(ctx context.Context, db DBTX, entities []EntityState) ([]bool, error) {
 	if len(entities) == 0 {
 		return nil, nil
 	}
@@ -87,7 +85,7 @@ func LockEntityStates(ctx context.Context, db DBTX, entities []uum.EntityState) 
 
 // WriteEntityStates stores the states of entities locked by
 // LockEntityStates in this transaction.
-func WriteEntityStates(ctx context.Context, db DBTX, states []uum.EntityState) error {
+func WriteEntityStates(ctx context.Context, db DBTX, states []EntityState) error {
 	if len(states) == 0 {
 		return nil
 	}
@@ -105,7 +103,7 @@ func WriteEntityStates(ctx context.Context, db DBTX, states []uum.EntityState) e
 	return nil
 }
 
-func compareStates(a, b uum.EntityState) int {
+func compareStates(a, b EntityState) int {
 	return cmp.Or(cmp.Compare(a.Counter, b.Counter), bytes.Compare(a.Key, b.Key), bytes.Compare(a.Entity, b.Entity))
 }
 

@@ -133,7 +133,7 @@ const byDaySQL = `, hours AS (
 // inserted, updating unique_event_totals and unique_event_days for them.
 // Pairs are sorted first so overlapping concurrent inserts take row locks
 // in the same order.
-func InsertPairs(ctx context.Context, db DBTX, pairs []uum.DatedPair) ([]uum.Pair, error) {
+func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
@@ -163,7 +163,7 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []uum.DatedPair) ([]uum.Pai
 }
 
 // compareDated orders dated pairs as comparePairs orders their pairs.
-func compareDated(a, b uum.DatedPair) int { return comparePairs(a.Pair, b.Pair) }
+func compareDated(a, b DatedPair) int { return comparePairs(a.Pair, b.Pair) }
 
 // comparePairs orders pairs by user, then name: the order writers lock
 // rows in.
@@ -178,7 +178,7 @@ func comparePairs(a, b uum.Pair) int {
 // of those it stored. A correlation id already stored (the same entry,
 // re-run after a crash) is skipped and not returned. Every text column
 // goes through pgtext.Safe.
-func InsertDeadLetters(ctx context.Context, db DBTX, dls []uum.DeadLetter) ([]string, error) {
+func InsertDeadLetters(ctx context.Context, db DBTX, dls []DeadLetter) ([]string, error) {
 	if len(dls) == 0 {
 		return nil, nil
 	}
@@ -381,7 +381,7 @@ func interpret(err error) error {
 		case strings.HasPrefix(pgErr.Code, "22"), strings.HasPrefix(pgErr.Code, "23"):
 			// Classes 22 (data exception) and 23 (integrity constraint
 			// violation): the data is at fault, not the database.
-			return fmt.Errorf("%w: %w", uum.ErrRejected, err)
+			return fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 	}
 	return err

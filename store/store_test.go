@@ -10,8 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/migrations"
+	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/store"
 )
 
@@ -87,9 +89,9 @@ func TestStore(t *testing.T) {
 	t.Run("DeadLettersAreIdempotentByCorrelationID", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		dl := uum.NewDeadLetter([]byte("garbage"), "invalid JSON", uum.Position{Epoch: "e", Offset: 7})
+		dl := processor.NewDeadLetter([]byte("garbage"), "invalid JSON", buffer.Position{Epoch: "e", Offset: 7})
 		for range 2 {
-			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []uum.DeadLetter{dl, dl}})
+			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []store.DeadLetter{dl, dl}})
 			require.NoError(t, err)
 		}
 		var n int
@@ -107,11 +109,11 @@ func TestStore(t *testing.T) {
 		// Postgres text refuses NUL and invalid UTF-8; any such value from
 		// input once failed the dead letter's transaction.
 		raw := []byte(`{"user_id":"` + u1.String() + `","event_name":"a\u0000b"}`)
-		dl := uum.NewDeadLetter(raw, "bad \x00\xff"+strings.Repeat("é", 400), uum.Position{Epoch: "e", Offset: 1})
+		dl := processor.NewDeadLetter(raw, "bad \x00\xff"+strings.Repeat("é", 400), buffer.Position{Epoch: "e", Offset: 1})
 		require.Equal(t, "a\x00b", dl.EventName)
-		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []uum.DeadLetter{dl}})
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{DeadLetters: []store.DeadLetter{dl}})
 		require.NoError(t, err)
-		rec, err := b.store.DeadLetters(ctx, uum.DeadLetterFilter{}, 0, 10)
+		rec, err := b.store.DeadLetters(ctx, store.DeadLetterFilter{}, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, rec, 1)
 		require.Equal(t, raw, rec[0].Raw, "raw bytes are kept exactly")
@@ -124,8 +126,8 @@ func TestStore(t *testing.T) {
 		got, err := b.store.DeadLetter(ctx, rec[0].ID)
 		require.NoError(t, err)
 		require.Equal(t, `still \x00`, got.Reason)
-		require.NoError(t, b.store.RecordRunFailure(ctx, uum.RunFailure{CorrelationID: "task_\x00", Reason: "boom \xff"}))
-		rec, err = b.store.DeadLetters(ctx, uum.DeadLetterFilter{CorrelationID: `task_\x00`}, 0, 10)
+		require.NoError(t, b.store.RecordRunFailure(ctx, store.RunFailure{CorrelationID: "task_\x00", Reason: "boom \xff"}))
+		rec, err = b.store.DeadLetters(ctx, store.DeadLetterFilter{CorrelationID: `task_\x00`}, 0, 10)
 		require.NoError(t, err)
 		require.Len(t, rec, 1)
 		require.Equal(t, `boom \xff`, rec[0].Reason)

@@ -9,18 +9,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum"
 )
 
 // ApplyBuckets adds one batch's counts to the minute buckets, one row
 // write per (counter, scope, minute), in key order.
-func ApplyBuckets(ctx context.Context, db DBTX, deltas []uum.BucketDelta) error {
+func ApplyBuckets(ctx context.Context, db DBTX, deltas []BucketDelta) error {
 	if len(deltas) == 0 {
 		return nil
 	}
 	sorted := slices.Clone(deltas)
-	slices.SortFunc(sorted, func(a, b uum.BucketDelta) int {
+	slices.SortFunc(sorted, func(a, b BucketDelta) int {
 		return cmp.Or(cmp.Compare(a.Counter, b.Counter), cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Minute, b.Minute))
 	})
 	n := len(sorted)
@@ -105,8 +103,8 @@ const topScopesSQL = `
 // the epoch minutes from to to, both included, largest first (ties by
 // org), read from the replica when there is one. The platform-wide scope
 // is not an org and is left out.
-func (s *Store) TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]uum.ScopeCount, error) {
-	out, err := collect[uum.ScopeCount](ctx, s, topScopesSQL, counter, from, to, limit)
+func (s *Store) TopScopes(ctx context.Context, counter string, from, to int64, limit int) ([]ScopeCount, error) {
+	out, err := collect[ScopeCount](ctx, s, topScopesSQL, counter, from, to, limit)
 	if err != nil {
 		return nil, fmt.Errorf("top scopes: %w", err)
 	}
@@ -116,8 +114,8 @@ func (s *Store) TopScopes(ctx context.Context, counter string, from, to int64, l
 // WindowMinutes returns counter's minute buckets of scope over the epoch
 // minutes from to to, both included, oldest first; minutes without events
 // have no bucket. It reads from the replica when there is one.
-func (s *Store) WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]uum.MinuteCount, error) {
-	out, err := collect[uum.MinuteCount](ctx, s, `
+func (s *Store) WindowMinutes(ctx context.Context, counter, scope string, from, to int64) ([]MinuteCount, error) {
+	out, err := collect[MinuteCount](ctx, s, `
 		SELECT minute, count FROM window_buckets
 		WHERE counter_name = $1 AND scope = $2 AND minute BETWEEN $3 AND $4 ORDER BY minute`,
 		counter, scope, from, to)

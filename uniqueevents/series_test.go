@@ -34,11 +34,11 @@ func TestUniqueSeries(t *testing.T) {
 		return &bundle{client: client, store: st}
 	}
 	// firstSeen records one new user of name at each time.
-	firstSeen := func(t *testing.T, b *bundle, name string, times ...time.Time) []uum.DatedPair {
+	firstSeen := func(t *testing.T, b *bundle, name string, times ...time.Time) []store.DatedPair {
 		t.Helper()
-		rows := make([]uum.DatedPair, len(times))
+		rows := make([]store.DatedPair, len(times))
 		for i, at := range times {
-			rows[i] = uum.DatedPair{Pair: uum.Pair{UserID: uum.NewUUID(), Name: name}, CreatedAt: at}
+			rows[i] = store.DatedPair{Pair: uum.Pair{UserID: uum.NewUUID(), Name: name}, CreatedAt: at}
 		}
 		_, _, err := b.store.Backfill(ctx, []string{name}, rows)
 		require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestUniqueSeries(t *testing.T) {
 		moved.CreatedAt = utc("2025-01-02T08:00:00Z")
 		later := rows[1]
 		later.CreatedAt = utc("2025-01-06T08:00:00Z") // later: ignored
-		inserted, n, err := b.store.Backfill(ctx, nil, []uum.DatedPair{moved, later})
+		inserted, n, err := b.store.Backfill(ctx, nil, []store.DatedPair{moved, later})
 		require.NoError(t, err)
 		require.Equal(t, 0, inserted)
 		require.Equal(t, 1, n)

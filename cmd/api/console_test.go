@@ -273,7 +273,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		require.Equal(t, int64(len(open)-1), metrics.Data.DLQCount)
 		require.Equal(t, depth+1, metrics.Data.QueueDepth, "the replayed entry is buffered again")
 		require.Equal(t, depth+1, tab.number(t, `[data-metric=queue_depth]`))
-		require.Equal(t, uum.DLQReplayed, f.status(t, b, s.base, later))
+		require.Equal(t, store.DeadLetterReplayed, f.status(t, b, s.base, later))
 
 		// Bulk replay: the dry run's preview first, then the replay.
 		var dry struct {
@@ -292,7 +292,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.click(t, `#confirm-ok`)
 		tab.waitFor(t, fmt.Sprintf(`document.querySelector('tr[data-id="%d"]') === null
 			&& document.querySelector('[data-metric=dlq_count]').textContent === '%d'`, open["later-2"], len(open)-2))
-		require.Equal(t, uum.DLQReplayed, f.status(t, b, s.base, open["later-2"]))
+		require.Equal(t, store.DeadLetterReplayed, f.status(t, b, s.base, open["later-2"]))
 
 		// Delete one.
 		gone := open[hostileBidi]
@@ -302,7 +302,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor(t, `document.querySelector('#confirm').open`)
 		tab.click(t, `#confirm-ok`)
 		tab.waitFor(t, fmt.Sprintf(`document.querySelector('tr[data-id="%d"]') === null && document.querySelector('#dl-detail .badge-deleted') !== null`, gone))
-		require.Equal(t, uum.DLQDeleted, f.status(t, b, s.base, gone))
+		require.Equal(t, store.DeadLetterDeleted, f.status(t, b, s.base, gone))
 		api("/v1/metrics", &metrics)
 		require.Equal(t, metrics.Data.DLQCount, tab.number(t, `[data-metric=dlq_count]`))
 		tab.requireClean(t, s.base)
@@ -366,16 +366,16 @@ func seedConsole(t *testing.T, b *testBundle, countersFile string) *consoleFixtu
 	// Thirty days of users, imported by a backfill (their first-seen
 	// times are the logs' dates), then the last minutes' events, drained.
 	now := time.Now()
-	var history []uum.DatedPair
+	var history []store.DatedPair
 	var users []uum.UUID
 	for day := range 30 {
 		at := now.Add(-time.Duration(day)*24*time.Hour - time.Hour)
 		for i := range 4 + (day*7)%11 {
 			u := uum.NewUUID()
 			users = append(users, u)
-			history = append(history, uum.DatedPair{Pair: uum.Pair{UserID: u, Name: "signup"}, CreatedAt: at})
+			history = append(history, store.DatedPair{Pair: uum.Pair{UserID: u, Name: "signup"}, CreatedAt: at})
 			if i%2 == 0 {
-				history = append(history, uum.DatedPair{Pair: uum.Pair{UserID: u, Name: "login"}, CreatedAt: at.Add(time.Minute)})
+				history = append(history, store.DatedPair{Pair: uum.Pair{UserID: u, Name: "login"}, CreatedAt: at.Add(time.Minute)})
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/checkpoint"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/rules"
@@ -37,8 +36,8 @@ type countersRecordReport struct {
 	Counters    []string `json:"counters"`
 	// Recorded is what the drains count tracked events with (nil: never
 	// recorded; accept: what it replaced); Matches says the file is it.
-	Recorded *uum.CountersRecord `json:"recorded"`
-	Matches  bool                `json:"matches"`
+	Recorded *store.CountersRecord `json:"recorded"`
+	Matches  bool                  `json:"matches"`
 }
 
 func countersShow(ctx context.Context, c *cli, args []string) error {
@@ -76,8 +75,8 @@ func countersAccept(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer deps.Close()
-	r := newRecordReport(deps.Counters, uum.CountersRecord{}, false)
-	prev, ok, err := deps.Store.AcceptCounters(ctx, uum.CountersRecord{Fingerprint: r.Fingerprint, Counters: r.Counters, RecordedBy: "uumctl counters accept"})
+	r := newRecordReport(deps.Counters, store.CountersRecord{}, false)
+	prev, ok, err := deps.Store.AcceptCounters(ctx, store.CountersRecord{Fingerprint: r.Fingerprint, Counters: r.Counters, RecordedBy: "uumctl counters accept"})
 	if err != nil {
 		return fmt.Errorf("counters accept: %w", err)
 	}
@@ -88,7 +87,7 @@ func countersAccept(ctx context.Context, c *cli, args []string) error {
 	return c.printRecord(r, "replaced")
 }
 
-func newRecordReport(set *rules.Set, rec uum.CountersRecord, ok bool) countersRecordReport {
+func newRecordReport(set *rules.Set, rec store.CountersRecord, ok bool) countersRecordReport {
 	r := countersRecordReport{File: set.File(), Fingerprint: set.Fingerprint(), Counters: set.Names()}
 	if ok {
 		r.Recorded = &rec
@@ -131,7 +130,7 @@ func countersExport(ctx context.Context, c *cli, args []string) error {
 	}
 	defer deps.Close()
 	var h checkpoint.Header
-	err = deps.Store.ExportCounters(ctx, func(at time.Time, counters iter.Seq2[uum.CounterRow, error], states iter.Seq2[uum.EntityRow, error]) error {
+	err = deps.Store.ExportCounters(ctx, func(at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) error {
 		var err error
 		h, err = checkpoint.Write(fs.Arg(0), at, counters, states)
 		return err

@@ -10,20 +10,20 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum/store"
 )
 
 // dlqFilterFlags adds the API's filters as flags and returns a function
 // that parses them.
-func dlqFilterFlags(fs *flag.FlagSet) func() (uum.DeadLetterFilter, error) {
+func dlqFilterFlags(fs *flag.FlagSet) func() (store.DeadLetterFilter, error) {
 	vals := map[string]*string{}
 	for _, name := range []string{"status", "reason", "event_name", "correlation_id", "from", "to"} {
 		vals[name] = fs.String(name, "", "filter: "+name+" (as GET /v1/dlq)")
 	}
-	return func() (uum.DeadLetterFilter, error) {
+	return func() (store.DeadLetterFilter, error) {
 		f, err := dlq.ParseFilter(func(n string) string { return *vals[n] })
 		if err != nil {
 			return f, fmt.Errorf("%w: %w", app.ErrUsage, err)
@@ -138,7 +138,7 @@ func (c *cli) showDeadLetter(ctx context.Context, q *dlq.Queue, id int64) error 
 	}
 	if c.json {
 		return c.print(struct {
-			uum.DeadLetterRecord
+			store.DeadLetterRecord
 			Raw string `json:"raw"`
 		}{d, string(d.Raw)}, nil, nil)
 	}
@@ -187,7 +187,7 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 		if err := q.Replay(ctx, id); err != nil {
 			return err
 		}
-		return c.print(map[string]any{"id": id, "status": uum.DLQReplayed}, nil, [][]string{{"replayed", strconv.FormatInt(id, 10)}})
+		return c.print(map[string]any{"id": id, "status": store.DeadLetterReplayed}, nil, [][]string{{"replayed", strconv.FormatInt(id, 10)}})
 	}
 	pb := c.terminalBar(-1, "dead letters looked at")
 	progress := func(done int) {
@@ -218,7 +218,7 @@ func dlqRemove(ctx context.Context, c *cli, args []string) error {
 		if err := q.Delete(ctx, id); err != nil {
 			return err
 		}
-		return c.print(map[string]any{"id": id, "status": uum.DLQDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
+		return c.print(map[string]any{"id": id, "status": store.DeadLetterDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
 	})
 }
 

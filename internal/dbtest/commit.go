@@ -11,9 +11,9 @@ import (
 
 // Batch is what a test commits the way a drain commits (see Commit).
 type Batch struct {
-	Pairs       []uum.DatedPair
-	DeadLetters []uum.DeadLetter
-	Tracked     []uum.TrackedWrite
+	Pairs       []store.DatedPair
+	DeadLetters []store.DeadLetter
+	Tracked     []store.TrackedWrite
 	// CacheSeq and Counters are checked by store.AdvanceDrain.
 	CacheSeq int64
 	Counters string

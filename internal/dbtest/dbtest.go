@@ -269,8 +269,8 @@ func Snapshot(t testing.TB, pool *pgxpool.Pool) (restore func(testing.TB)) {
 
 // Undated returns pairs with no first-seen time: committed, each is first
 // seen at the commit time, as a pair from a version 1 entry.
-func Undated(pairs ...uum.Pair) []uum.DatedPair {
-	out := make([]uum.DatedPair, len(pairs))
+func Undated(pairs ...uum.Pair) []store.DatedPair {
+	out := make([]store.DatedPair, len(pairs))
 	for i, p := range pairs {
 		out[i].Pair = p
 	}

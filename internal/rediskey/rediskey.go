@@ -21,7 +21,7 @@ func Lease(prefix string, shard int) string {
 
 // Cursor returns the key of a shard's cursor: a hash holding the shard's
 // epoch and the number of entries ever trimmed from it, which together
-// give every buffered entry a stable uum.Position.
+// give every buffered entry a stable buffer.Position.
 func Cursor(prefix string, shard int) string {
 	return prefix + "{buffer:" + strconv.Itoa(shard) + "}:cursor"
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/store"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +60,7 @@ func TestDrainer(t *testing.T) {
 
 	reasons := func() []string {
 		t.Helper()
-		dead, err := a.Store.DeadLetters(ctx, uum.DeadLetterFilter{}, 0, 10)
+		dead, err := a.Store.DeadLetters(ctx, store.DeadLetterFilter{}, 0, 10)
 		require.NoError(t, err)
 		var rs []string
 		for _, r := range dead {

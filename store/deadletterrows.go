@@ -1,9 +1,25 @@
-package uum
+package store
 
 import (
 	"errors"
 	"time"
+
+	"github.com/uumhq/uum"
 )
+
+// DeadLetter is a buffered entry the drain could not process, kept with
+// its raw bytes so an operator can inspect and replay it.
+type DeadLetter struct {
+	CorrelationID string
+	Raw           []byte
+	Reason        string
+	// EventName and UserID are what operators filter dead letters by,
+	// taken from Raw as far as it decodes: "" and nil when it does not
+	// say. EventName is as found, NUL and all: the store makes every text
+	// column safe for Postgres as it writes it.
+	EventName string
+	UserID    *uum.UUID
+}
 
 // ErrNotFound is returned when a requested record does not exist.
 var ErrNotFound = errors.New("uum: not found")
@@ -11,16 +27,16 @@ var ErrNotFound = errors.New("uum: not found")
 // Dead-letter statuses. A dead letter is open until it is replayed or
 // deleted; closed rows are kept until the retention purge.
 const (
-	DLQOpen     = "open"
-	DLQReplayed = "replayed"
-	DLQDeleted  = "deleted"
+	DeadLetterOpen     = "open"
+	DeadLetterReplayed = "replayed"
+	DeadLetterDeleted  = "deleted"
 )
 
 // Dead-letter kinds: a buffered entry the drain could not count, or a
 // drain run that failed on every retry (its entries stay buffered).
 const (
-	DLQKindEntry = "entry"
-	DLQKindRun   = "run"
+	DeadLetterKindEntry = "entry"
+	DeadLetterKindRun   = "run"
 )
 
 // DeadLetterRecord is a row of the dead-letter queue as operators see it.

@@ -1,22 +1,17 @@
-package uum
+package store
 
 import (
-	"encoding/binary"
+	"errors"
 	"time"
+
+	"github.com/uumhq/uum"
 )
 
 // TrackedWrite is a tracked event of a batch with the entry that carried
-// it (see EntryTag).
+// it (see processor's entryTag).
 type TrackedWrite struct {
-	Event *TrackedEvent
+	Event *uum.TrackedEvent
 	Entry int64
-}
-
-// EntryTag is the first 8 bytes of EntrySum: what the event registry keeps
-// to tell a re-read of the registering entry from another delivery.
-func EntryTag(raw []byte, pos Position) int64 {
-	sum := EntrySum(raw, pos)
-	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
 // CounterDelta is one batch's change of one persistent counter key: the
@@ -115,3 +110,29 @@ type CountersRecord struct {
 	RecordedAt  time.Time `json:"recorded_at"`
 	RecordedBy  string    `json:"recorded_by"`
 }
+
+// DatedPair is a pair with its first-seen time: when the producer
+// buffered its first entry (the drain's pairs), or when an older system
+// logged it (a backfill's rows). A zero CreatedAt, from an entry that does
+// not carry its buffered time (wire version 1), means the commit time.
+type DatedPair struct {
+	uum.Pair
+	CreatedAt time.Time
+}
+
+// Errors of a drain commit.
+var (
+	// ErrRejected is returned when the database refuses a batch's data (a
+	// value it cannot store, a violated constraint) rather than failing:
+	// retrying the same data fails the same way.
+	ErrRejected = errors.New("uum: data rejected by the database")
+	// ErrCacheAhead is returned by a drain commit when the database holds
+	// fewer drain commits than the seen-cache was marked under: it went
+	// back in time (a restore, a failover to a lagging replica), so the
+	// cache's "seen" answers name rows it may no longer hold.
+	ErrCacheAhead = errors.New("uum: database behind the seen-cache")
+	// ErrCountersChanged is returned by a drain commit of tracked events
+	// when the database records other counter definitions than the ones
+	// the drainer counts with.
+	ErrCountersChanged = errors.New("uum: counters differ from the recorded ones")
+)

@@ -1,0 +1,84 @@
+package processor
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/store"
+)
+
+// BareReason is the reason of a bare dead letter (see bare).
+const BareReason = "refused by the database even as a dead letter: see raw"
+
+// bare returns d with only what no database refuses: its correlation id,
+// its raw bytes and BareReason. The drain stores it when d itself was
+// refused, so that no entry can stall the buffer behind it.
+func bare(d store.DeadLetter) store.DeadLetter {
+	return store.DeadLetter{CorrelationID: d.CorrelationID, Raw: d.Raw, Reason: BareReason}
+}
+
+// NewDeadLetter returns the dead letter of the entry raw found at pos,
+// with reason. Its correlation id is a digest of both: the same entry
+// dead-lettered again (a batch re-run after a crash, by this drainer or
+// another) is stored once, while identical bytes pushed twice are two
+// entries and two dead letters.
+func NewDeadLetter(raw []byte, reason string, pos buffer.Position) store.DeadLetter {
+	dl := store.DeadLetter{CorrelationID: deadLetterID(raw, pos), Raw: raw, Reason: reason}
+	dl.EventName, dl.UserID = describe(raw)
+	return dl
+}
+
+// deadLetterID returns the correlation id of the dead letter of the entry
+// raw found at pos (see NewDeadLetter).
+func deadLetterID(raw []byte, pos buffer.Position) string {
+	sum := entrySum(raw, pos)
+	return "dl_" + hex.EncodeToString(sum[:])
+}
+
+// describe extracts what an operator filters dead letters by from a raw
+// entry, as far as it decodes: its event_name if it is a string, its
+// user_id if it is a valid UUID.
+func describe(raw []byte) (name string, user *uum.UUID) {
+	var w struct {
+		UserID    json.RawMessage `json:"user_id"`
+		EventName json.RawMessage `json:"event_name"`
+	}
+	if json.Unmarshal(raw, &w) != nil {
+		return "", nil
+	}
+	_ = json.Unmarshal(w.EventName, &name) // not a string: no name
+	var u string
+	if json.Unmarshal(w.UserID, &u) == nil {
+		if id, err := uum.ParseUUID("user_id", u); err == nil {
+			user = &id
+		}
+	}
+	return name, user
+}
+
+// entrySum identifies the entry raw found at pos by a digest of both. A
+// re-read of the same entry (a batch re-run after a crash between commit
+// and trim, by this drainer or another) has the same sum; identical bytes
+// pushed twice are two entries with two sums.
+func entrySum(raw []byte, pos buffer.Position) [12]byte {
+	h := sha256.New()
+	h.Write([]byte(pos.Epoch))
+	h.Write(strconv.AppendInt([]byte{0}, pos.Offset, 10))
+	h.Write([]byte{0})
+	h.Write(raw)
+	var sum [12]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// entryTag is the first 8 bytes of entrySum: what the event registry
+// keeps to tell a re-read of the registering entry from another delivery.
+func entryTag(raw []byte, pos buffer.Position) int64 {
+	sum := entrySum(raw, pos)
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
