@@ -30,13 +30,24 @@ func (f *Fixture) Close() {
 	f.cleanups = nil
 }
 
-func (f *Fixture) Name() string      { return f.name }
-func (f *Fixture) Helper()           {}
+// Name returns the fixture's name.
+func (f *Fixture) Name() string { return f.name }
+
+// Helper does nothing: there is no test output to attribute lines in.
+func (f *Fixture) Helper() {}
+
+// Cleanup registers fn to run at Close.
 func (f *Fixture) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+
+// Logf writes a line to stderr.
 func (f *Fixture) Logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, f.name+": "+format+"\n", a...)
 }
+
+// Errorf is Fatalf: outside a test nothing could report the failure later.
 func (f *Fixture) Errorf(format string, a ...any) { f.Fatalf(format, a...) }
+
+// Fatalf panics with the message.
 func (f *Fixture) Fatalf(format string, a ...any) {
 	panic(fmt.Sprintf(f.name+": "+format, a...))
 }
