@@ -19,3 +19,28 @@ func FuzzValidNameMatchesPattern(f *testing.F) {
 		}
 	})
 }
+
+func TestNamePolicyFacilityVariants(t *testing.T) {
+	t.Parallel()
+	p, err := NewNamePolicy([]string{"login", "rx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = p.WithFacilities([]string{"757"}, []string{"rx"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, ok := range map[string]bool{
+		"login": true, "login_oh_757": true, "rx_oh_site_757": true,
+		"login_oh_site_757": false, // login is not a tracked event
+		"login_oh_758":      false, // untracked facility
+		"other_oh_757":      false, // base not allowed
+		"other":             false,
+	} {
+		if err := p.Loggable(name); (err == nil) != ok {
+			t.Errorf("Loggable(%q) = %v, want accepted %v", name, err, ok)
+		}
+	}
+	if _, err := p.WithFacilities([]string{"75"}, nil); err == nil {
+		t.Error("a 2-digit facility id was accepted")
+	}
+}

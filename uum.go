@@ -12,6 +12,7 @@ package uum
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/uumhq/uum/internal/abbrev"
@@ -98,10 +99,15 @@ func ValidateFacilityID(field, id string) error {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// NamePolicy decides which event names callers may log. The zero value
-// accepts any syntactically valid name.
+// NamePolicy decides which event names callers may log: an allow-list
+// and, with WithFacilities, the facility variants of its names. The zero
+// value accepts any syntactically valid name.
 type NamePolicy struct {
 	allowed map[string]struct{}
+	// facilities are the tracked facility ids and facilityEvents the
+	// names that get user-mode variants (see WithFacilities).
+	facilities     map[string]struct{}
+	facilityEvents map[string]struct{}
 }
 
 // NewNamePolicy returns a policy that accepts only the given names, or any
@@ -137,3 +143,72 @@ func (p NamePolicy) Check(field, name string) error {
 
 // Restricted reports whether the policy has an allow-list.
 func (p NamePolicy) Restricted() bool { return p.allowed != nil }
+
+// Facility variants are "<name>_oh_<id>" (explicit mode) and
+// "<name>_oh_site_<id>" (user mode).
+const (
+	facilityInfix = "_oh_"
+	siteMark      = "site_"
+)
+
+// WithFacilities returns p accepting, besides its names, their facility
+// variants for the tracked facility ids: "<name>_oh_<id>" for any name it
+// accepts and "<name>_oh_site_<id>" for the names of events. Each id must
+// be a facility id and each of events a valid name.
+func (p NamePolicy) WithFacilities(ids, events []string) (NamePolicy, error) {
+	p.facilities = make(map[string]struct{}, len(ids))
+	for i, id := range ids {
+		if err := ValidateFacilityID(fmt.Sprintf("tracked facility ids[%d]", i), id); err != nil {
+			return NamePolicy{}, err
+		}
+		p.facilities[id] = struct{}{}
+	}
+	p.facilityEvents = make(map[string]struct{}, len(events))
+	for i, n := range events {
+		if err := ValidateName(fmt.Sprintf("facility tracked events[%d]", i), n); err != nil {
+			return NamePolicy{}, err
+		}
+		p.facilityEvents[n] = struct{}{}
+	}
+	return p, nil
+}
+
+// Loggable returns nil if name may be logged: a name the policy accepts
+// or a facility variant of one. Otherwise it returns a *ValidationError
+// for "event_name" saying why. The producer applies it at ingest, the
+// drain and the dead-letter replay to entries that never went through
+// the producer.
+func (p NamePolicy) Loggable(name string) error { return p.CheckVariant("event_name", name) }
+
+// CheckVariant is Loggable for the input field.
+func (p NamePolicy) CheckVariant(field, name string) error {
+	err := p.Check(field, name)
+	if err == nil || !p.Restricted() {
+		// Without an allow-list, variants follow the same syntax rule.
+		return err
+	}
+	if ValidateName(field, name) == nil && p.isVariant(name) {
+		return nil
+	}
+	return err
+}
+
+// isVariant reports whether name is "<base>_oh_<id>" (explicit mode, any
+// allowed base) or "<base>_oh_site_<id>" (user mode, a tracked base), for
+// a tracked facility id. Tracked ids are three digits, so the last "_oh_"
+// starts the suffix.
+func (p NamePolicy) isVariant(name string) bool {
+	i := strings.LastIndex(name, facilityInfix)
+	if i < 0 {
+		return false
+	}
+	base, id := name[:i], name[i+len(facilityInfix):]
+	id, site := strings.CutPrefix(id, siteMark)
+	if _, ok := p.facilities[id]; !ok {
+		return false
+	}
+	if _, ok := p.facilityEvents[base]; site && !ok {
+		return false
+	}
+	return p.Check("", base) == nil
+}

@@ -44,7 +44,7 @@ type Store interface {
 }
 
 // NameChecker applies the event-name policy (UUM_EVENT_NAMES), as the drain
-// does; *uniqueevents.Client satisfies it. Loggable returns an error,
+// does; uum.NamePolicy satisfies it. Loggable returns an error,
 // usually a *uum.ValidationError, if name may not be counted.
 type NameChecker interface {
 	Loggable(name string) error

@@ -44,7 +44,7 @@ type Pusher interface {
 	Push(ctx context.Context, entries [][]byte) error
 }
 
-// NameChecker applies today's event-name policy; *uniqueevents.Client
+// NameChecker applies today's event-name policy; uum.NamePolicy
 // satisfies it. Loggable returns an error saying why name may not be
 // logged, or nil.
 type NameChecker interface {

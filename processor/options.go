@@ -13,7 +13,7 @@ import (
 // Option configures a Drainer.
 type Option func(*Drainer)
 
-// NameChecker applies the event-name policy; *uniqueevents.Client
+// NameChecker applies the event-name policy; uum.NamePolicy
 // satisfies it. Loggable returns an error (a *uum.ValidationError whose
 // Reason becomes the dead letter's) if name may not be counted.
 type NameChecker interface {

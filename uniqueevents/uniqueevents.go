@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,6 +171,9 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 	}
 	trackedEvts, err := trackedEvents(cfg.FacilityTrackedEvents)
 	if err != nil {
+		return nil, err
+	}
+	if policy, err = policy.WithFacilities(cfg.TrackedFacilityIDs, cfg.FacilityTrackedEvents); err != nil {
 		return nil, err
 	}
 	if logger == nil {
@@ -549,38 +551,10 @@ func (c *Client) noteCache(ctx context.Context, err error) {
 }
 
 // loggable returns nil if LogEvents could ever buffer name: a name the
-// policy accepts, or a facility variant of one. Otherwise it returns a
-// *uum.ValidationError for field naming name.
+// policy accepts, or a facility variant of one (uum.NamePolicy.CheckVariant).
+// Otherwise it returns a *uum.ValidationError for field naming name.
 func (c *Client) loggable(field, name string) error {
-	err := c.policy.Check(field, name)
-	if err == nil || !c.policy.Restricted() {
-		// Without an allow-list, variants follow the same syntax rule.
-		return err
-	}
-	if uum.ValidateName(field, name) == nil && c.isVariant(name) {
-		return nil
-	}
-	return err
-}
-
-// isVariant reports whether name is "<base>_oh_<id>" (explicit mode, any
-// allowed base) or "<base>_oh_site_<id>" (user mode, a tracked base), for
-// a tracked facility id. Tracked ids are three digits, so the last "_oh_"
-// starts the suffix.
-func (c *Client) isVariant(name string) bool {
-	i := strings.LastIndex(name, explicitInfix)
-	if i < 0 {
-		return false
-	}
-	base, id := name[:i], name[i+len(explicitInfix):]
-	id, site := strings.CutPrefix(id, siteMark)
-	if _, ok := c.tracked[id]; !ok {
-		return false
-	}
-	if _, ok := c.trackedEvts[base]; site && !ok {
-		return false
-	}
-	return c.policy.Check("", base) == nil
+	return c.policy.CheckVariant(field, name)
 }
 
 var defaultClient atomic.Pointer[Client]

@@ -2,16 +2,22 @@ package app
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/processor"
-	"github.com/uumhq/uum/uniqueevents"
 )
 
-// Names returns the event-name policy of UUM_EVENT_NAMES over the
-// buffer: what the drain, a dead-letter replay and a backfill check names
-// with, as the API does.
-func (a *App) Names() (*uniqueevents.Client, error) {
-	return uniqueevents.New(a.Config.Events, a.Buffer, nil, nil, nil, a.logger)
+// Names returns the event-name policy of UUM_EVENT_NAMES and the tracked
+// facilities: what the drain, a dead-letter replay and a backfill check
+// names with, as the API does.
+func (a *App) Names() (uum.NamePolicy, error) {
+	cfg := a.Config.Events
+	p, err := uum.NewNamePolicy(cfg.Names)
+	if err != nil {
+		return uum.NamePolicy{}, fmt.Errorf("event names: %w", err)
+	}
+	return p.WithFacilities(cfg.TrackedFacilityIDs, cfg.FacilityTrackedEvents)
 }
 
 // Drainer returns the drainer of both processor (service and -once) and
