@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -42,13 +43,43 @@ func (e *SchemaError) Error() string {
 		e.Schema, strings.Join(e.Missing, ", "), e.Schema, VersionTable)
 }
 
+// DefaultPartitions is the number of hash partitions of the pair table a
+// new install gets when Apply is given none (see
+// store's BenchmarkPairTable for the measurement behind it).
+const DefaultPartitions = 16
+
+// Option configures Apply.
+type Option func(*config)
+
+type config struct {
+	partitions int
+}
+
+// WithPartitions sets the number of hash partitions (by user_id) of the
+// pair table that a new install creates (UUM_DATABASE_PARTITIONS). It has
+// no effect on a schema that has them already: changing the count is a
+// table rewrite, not a setting. Zero means DefaultPartitions.
+func WithPartitions(n int) Option {
+	return func(c *config) { c.partitions = n }
+}
+
 // Apply creates the schema the pool's search_path names first (public
 // without one) if it is missing and applies the embedded migrations there
 // that are not applied yet, recording them in VersionTable. Both binaries
 // call it at start; a Postgres advisory lock per schema, held for the
 // whole run, makes concurrent starts apply each migration once. It returns
 // a *SchemaError if a table the migrations create is missing afterwards.
-func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, opts ...Option) error {
+	cfg := config{partitions: DefaultPartitions}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.partitions == 0 {
+		cfg.partitions = DefaultPartitions
+	}
+	if cfg.partitions < 0 {
+		return fmt.Errorf("migrate: partitions: must be a positive integer, got %d", cfg.partitions)
+	}
 	schema := schemaOf(pool.Config().ConnConfig)
 	if err := createSchema(ctx, pool, schema); err != nil {
 		return err
@@ -57,8 +88,13 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 	if err := adoptLegacyHistory(ctx, pool, schema, lockID, logger); err != nil {
 		return err
 	}
-	db := stdlib.OpenDBFromPool(pool)
-	defer db.Close() // does not close the pool
+	// Connections of their own, with the pool's settings: the migrations
+	// read the partition count from the session setting
+	// uum.database_partitions.
+	conn := pool.Config().ConnConfig.Copy()
+	conn.RuntimeParams["uum.database_partitions"] = strconv.Itoa(cfg.partitions)
+	db := stdlib.OpenDB(*conn)
+	defer db.Close()
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(lockID), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return fmt.Errorf("migration lock: %w", err)
@@ -235,7 +271,9 @@ func checkTables(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err != nil {
 		return err
 	}
-	rows, err := pool.Query(ctx, "SELECT tablename::text FROM pg_tables WHERE schemaname = $1", schema)
+	// Views count: unique_user_events is one in the compact layout.
+	rows, err := pool.Query(ctx, `SELECT c.relname::text FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname = $1 AND c.relkind IN ('r', 'p', 'v')`, schema)
 	if err != nil {
 		return fmt.Errorf("check schema: %w", err)
 	}

@@ -606,8 +606,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b.cfg.BatchSize = 7
 		// A rule the decoder does not know: only the database can refuse
 		// these rows (SQLSTATE 23514), as it would any data it cannot store.
-		_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
-		require.NoError(t, err)
+		dbtest.RefuseEventName(t, b.pool, "refused")
 		u := users(10)
 		var entries []uum.Pair
 		for i, id := range u {
@@ -656,8 +655,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 	t.Run("EachBisectionStepHasItsOwnDeadline", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
-		_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
-		require.NoError(t, err)
+		dbtest.RefuseEventName(t, b.pool, "refused")
 		b.pushEvents(t, append(pairs(users(7), "a"), pairs(users(1), "refused")...)...)
 		require.Equal(t, 1, b.drain(t).DeadLettered)
 		require.Greater(t, len(b.db.deadlines), 3, "bisected")
@@ -669,8 +667,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 	t.Run("WhatAFailedBisectionFoundIsKept", func(t *testing.T) {
 		t.Parallel()
 		refuse := func(b *testBundle) {
-			_, err := b.pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`)
-			require.NoError(t, err)
+			dbtest.RefuseEventName(t, b.pool, "refused")
 		}
 		// 16 entries, one refused in each half: the first half's is found
 		// and dead-lettered, then the run fails in the second half.

@@ -47,9 +47,7 @@ func benchmarkPoison(b *testing.B, entry func(i int) []byte, poison int) {
 	const batch = 1000
 	ctx := context.Background()
 	pool, _ := dbtest.Schema(b)
-	if _, err := pool.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT no_refused CHECK (event_name <> 'refused')`); err != nil {
-		b.Fatal(err)
-	}
+	dbtest.RefuseEventName(b, pool, "refused")
 	rdb, prefix := redistest.Real(b)
 	st := store.New(pool)
 	db := &faultyStore{next: st}

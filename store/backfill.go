@@ -36,12 +36,43 @@ WITH input AS (
 	SELECT * FROM input
 	ON CONFLICT DO NOTHING
 	RETURNING event_name, created_at
-), first_seen AS (
+)` + backfillCountSQL
+
+// backfillCountSQL continues a backfill's WITH over moved and inserted:
+// it counts both and returns how many rows it inserted and moved.
+const backfillCountSQL = `, first_seen AS (
 	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
 	UNION ALL SELECT event_name, new_at, 1 FROM moved
 	UNION ALL SELECT event_name, old_at, -1 FROM moved
 )` + countNewSQL + `
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)`
+
+// backfillCompactSQL is backfillSQL on the compact layout (see
+// insertCompactSQL): input carries each name's id.
+const backfillCompactSQL = `
+WITH input AS (
+	SELECT x.user_id, e.id AS event_id, e.name AS event_name, x.created_at
+	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(user_id, event_name, created_at)
+	JOIN event_names e ON e.name = x.event_name
+), old AS (
+	SELECT p.user_id, p.event_id, p.created_at
+	FROM unique_user_pairs p JOIN input i USING (user_id, event_id)
+	WHERE i.created_at < p.created_at
+	ORDER BY p.user_id, p.event_id
+	FOR UPDATE OF p
+), moved AS (
+	UPDATE unique_user_pairs p SET created_at = i.created_at
+	FROM old o JOIN input i USING (user_id, event_id)
+	WHERE p.user_id = o.user_id AND p.event_id = o.event_id
+	RETURNING i.event_name, o.created_at AS old_at, p.created_at AS new_at
+), added AS (
+	INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+	SELECT user_id, created_at, event_id FROM input ORDER BY user_id, event_id
+	ON CONFLICT DO NOTHING
+	RETURNING event_id, created_at
+), inserted AS (
+	SELECT e.name AS event_name, a.created_at FROM added a JOIN event_names e ON e.id = a.event_id
+)` + backfillCountSQL
 
 // Backfill registers names and inserts the rows that do not exist yet,
 // adding them to unique_event_totals, and moves the first-seen time of
@@ -68,7 +99,15 @@ func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) 
 		if err := RegisterNames(ctx, tx, names); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, backfillSQL, users, events, created).Scan(&inserted, &moved)
+		compact, err := preparePairs(ctx, tx, events)
+		if err != nil {
+			return err
+		}
+		query := backfillSQL
+		if compact {
+			query = backfillCompactSQL
+		}
+		return tx.QueryRow(ctx, query, users, events, created).Scan(&inserted, &moved)
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("backfill: %w", interpret(err))

@@ -80,6 +80,26 @@ WITH inserted AS (
 )` + countNewSQL + `
 SELECT user_id, event_name FROM inserted`
 
+// insertCompactSQL is insertPairsSQL on the compact layout: the pairs go
+// into unique_user_pairs under their names' ids (preparePairs registered
+// them), in (user, id) order, and inserted names them again for
+// countNewSQL.
+const insertCompactSQL = `
+WITH added AS (
+	INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+	SELECT u, least(coalesce(t, now()), now()), e.id
+	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(u, n, t)
+	JOIN event_names e ON e.name = x.n
+	ORDER BY u, e.id
+	ON CONFLICT DO NOTHING
+	RETURNING user_id, event_id, created_at
+), inserted AS (
+	SELECT a.user_id, e.name AS event_name, a.created_at FROM added a JOIN event_names e ON e.id = a.event_id
+), first_seen AS (
+	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
+)` + countNewSQL + `
+SELECT user_id, event_name FROM inserted`
+
 // countNewSQL continues a WITH over two relations: inserted (the new
 // pairs, by event_name) and first_seen (event_name, at, delta: +1 for a
 // pair first seen at at, -1 for a pair no longer first seen then). It adds
@@ -146,7 +166,15 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 		users[i], names[i] = p.UserID, p.Name
 		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
 	}
-	rows, err := db.Query(ctx, insertPairsSQL, users, names, times)
+	compact, err := preparePairs(ctx, db, names)
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	query := insertPairsSQL
+	if compact {
+		query = insertCompactSQL
+	}
+	rows, err := db.Query(ctx, query, users, names, times)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}

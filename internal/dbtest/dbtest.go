@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
@@ -90,6 +92,36 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatalf("migrate: %v", err)
 	}
 	return pool, u
+}
+
+// PlainSchema is Schema as an install made before the compact pair table
+// (migration 00009) has it after upgrading: one that held pairs keeps its
+// plain unique_user_events table. It holds no pairs.
+func PlainSchema(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, _ := EmptySchema(tb)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithDisableGlobalRegistry(true), goose.WithTableName(migrations.VersionTable))
+	if err == nil {
+		_, err = p.UpTo(ctx, 8)
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, `INSERT INTO unique_user_events (user_id, event_name) VALUES (gen_random_uuid(), 'placeholder')`)
+	}
+	if err == nil {
+		err = migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler))
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, `DELETE FROM unique_user_events`)
+	}
+	if err != nil {
+		tb.Fatalf("plain schema: %v", err)
+	}
+	return pool
 }
 
 // EmptySchema is Schema without the migrations.
@@ -173,33 +205,32 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 	return err
 }
 
-// LoadPairs fills the unique_user_events table of a schema from Schema
-// with rows pairs over names event names (event_0, event_1, ...), users
-// uniform like random UUIDs, first seen over the last 8,760 hours, and
-// sets unique_event_totals and unique_event_days to match, fast:
-// rows first, then the primary key built in bulk (many times faster than
-// that many random inserts into it), md5-derived users (gen_random_uuid
-// costs ~8 µs a row). The users are md5(i::text) for i in 1..rows: pairs
-// of users from uum.NewUUID are new to the table (a random UUID matches one
-// of them with negligible probability).
+// LoadPairs fills the pair table of a schema from Schema with rows pairs
+// over names event names (event_0, event_1, ...), users uniform like
+// random UUIDs, first seen over the last 8,760 hours, and sets
+// unique_event_totals and unique_event_days to match, fast: rows first,
+// then the primary key built in bulk (many times faster than that many
+// random inserts into it), md5-derived users (gen_random_uuid costs ~8 µs
+// a row). The users are md5(i::text) for i in 1..rows: pairs of users
+// from uum.NewUUID are new to the table (a random UUID matches one of them
+// with negligible probability). It fills unique_user_pairs in the compact
+// layout and the plain unique_user_events table otherwise.
 // Unlogged skips the WAL for tables only read afterwards.
 func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool) {
 	tb.Helper()
 	ctx := context.Background()
-	sqls := []string{`ALTER TABLE unique_user_events DROP CONSTRAINT unique_user_events_pkey`}
-	if unlogged {
-		sqls = append(sqls, `ALTER TABLE unique_user_events SET UNLOGGED`)
+	var compact bool
+	if err := pool.QueryRow(ctx, `SELECT relkind = 'v' FROM pg_class WHERE oid = 'unique_user_events'::regclass`).Scan(&compact); err != nil {
+		tb.Fatalf("load pairs: layout: %v", err)
 	}
-	sqls = append(sqls,
-		fmt.Sprintf(`INSERT INTO unique_user_events (user_id, event_name, created_at)
-		 SELECT md5(i::text)::uuid, 'event_' || (i %% %d), now() - (i %% 8760) * interval '1 hour'
-		 FROM generate_series(1, %d) i`, names, rows),
-		`SET maintenance_work_mem = '256MB'`,
-		`ALTER TABLE unique_user_events ADD PRIMARY KEY (user_id, event_name)`,
-		`INSERT INTO unique_event_totals (event_name, unique_users)
-		 SELECT event_name, count(*) FROM unique_user_events GROUP BY event_name`,
-		`VACUUM ANALYZE unique_user_events`,
-	)
+	var sqls []string
+	if compact {
+		sqls = loadCompactSQL(ctx, tb, pool, rows, names, unlogged)
+	} else {
+		sqls = loadPlainSQL(rows, names, unlogged)
+	}
+	sqls = append(sqls, `INSERT INTO unique_event_totals (event_name, unique_users)
+		 SELECT event_name, count(*) FROM unique_user_events GROUP BY event_name`)
 	conn, err := pool.Acquire(ctx) // SET applies to one session
 	if err != nil {
 		tb.Fatal(err)
@@ -214,6 +245,75 @@ func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool
 	// them all to the empty table.
 	if _, err := store.New(pool).ReconcileDays(ctx, false); err != nil {
 		tb.Fatalf("load pairs: %v", err)
+	}
+}
+
+func loadPlainSQL(rows, names int, unlogged bool) []string {
+	sqls := []string{`ALTER TABLE unique_user_events DROP CONSTRAINT unique_user_events_pkey`}
+	if unlogged {
+		sqls = append(sqls, `ALTER TABLE unique_user_events SET UNLOGGED`)
+	}
+	return append(sqls,
+		fmt.Sprintf(`INSERT INTO unique_user_events (user_id, event_name, created_at)
+		 SELECT md5(i::text)::uuid, 'event_' || (i %% %d), now() - (i %% 8760) * interval '1 hour'
+		 FROM generate_series(1, %d) i`, names, rows),
+		`SET maintenance_work_mem = '256MB'`,
+		`ALTER TABLE unique_user_events ADD PRIMARY KEY (user_id, event_name)`,
+		`VACUUM ANALYZE unique_user_events`,
+	)
+}
+
+// loadCompactSQL registers the names, then fills unique_user_pairs as
+// loadPlainSQL fills the plain table; unlogged applies to each partition
+// (a partitioned table has no storage of its own).
+func loadCompactSQL(ctx context.Context, tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool) []string {
+	tb.Helper()
+	sqls := []string{
+		fmt.Sprintf(`INSERT INTO event_names (name) SELECT 'event_' || i FROM generate_series(0, %d) i ORDER BY i
+		 ON CONFLICT (name) DO NOTHING`, names-1),
+		`ALTER TABLE unique_user_pairs DROP CONSTRAINT unique_user_pairs_pkey`,
+	}
+	if unlogged {
+		parts, err := pool.Query(ctx, `SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = 'unique_user_pairs'::regclass`)
+		if err != nil {
+			tb.Fatalf("load pairs: partitions: %v", err)
+		}
+		names, err := pgx.CollectRows(parts, pgx.RowTo[string])
+		if err != nil {
+			tb.Fatalf("load pairs: partitions: %v", err)
+		}
+		for _, p := range names {
+			sqls = append(sqls, `ALTER TABLE `+p+` SET UNLOGGED`)
+		}
+	}
+	return append(sqls,
+		fmt.Sprintf(`INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+		 SELECT md5(i::text)::uuid, now() - (i %% 8760) * interval '1 hour', ids[1 + i %% %d]
+		 FROM generate_series(1, %d) i,
+		      (SELECT array_agg(id ORDER BY substr(name, 7)::int) AS ids FROM event_names WHERE name ~ '^event_[0-9]+$') n`, names, rows),
+		`SET maintenance_work_mem = '256MB'`,
+		`ALTER TABLE unique_user_pairs ADD PRIMARY KEY (user_id, event_id)`,
+		`VACUUM ANALYZE unique_user_pairs`,
+	)
+}
+
+// RefuseEventName makes the schema of pool refuse to store pairs of the
+// event name, as a CHECK constraint would (SQLSTATE 23514): a rule only the
+// database knows, for tests of how the drain isolates rows it rejects.
+func RefuseEventName(tb testing.TB, pool *pgxpool.Pool, name string) {
+	tb.Helper()
+	_, err := pool.Exec(context.Background(), fmt.Sprintf(`
+		CREATE FUNCTION refuse_event_name() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF (SELECT name FROM event_names WHERE id = NEW.event_id) = '%s' THEN
+				RAISE check_violation USING MESSAGE = 'event name refused';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER refuse_event_name BEFORE INSERT ON unique_user_pairs
+			FOR EACH ROW EXECUTE FUNCTION refuse_event_name()`, strings.ReplaceAll(name, "'", "''")))
+	if err != nil {
+		tb.Fatalf("refuse event name %q: %v", name, err)
 	}
 }
 

@@ -1,0 +1,169 @@
+package store_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/migrations"
+	"github.com/uumhq/uum/store"
+)
+
+// plainSchema is an install made before the compact layout that holds
+// the pair (user, "old"), first seen 2026-01-02 03:04:05 UTC.
+func plainSchema(t *testing.T, user uum.UUID) *pgxpool.Pool {
+	t.Helper()
+	pool := dbtest.PlainSchema(t)
+	seedOldPair(t, pool, user)
+	return pool
+}
+
+// seedOldPair stores the pair (user, "old"), first seen 2026-01-02
+// 03:04:05 UTC, with its counts, as plain SQL.
+func seedOldPair(t *testing.T, pool *pgxpool.Pool, user uum.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO unique_user_events (user_id, event_name, created_at) VALUES ($1, 'old', '2026-01-02T03:04:05Z')`, [16]byte(user))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO unique_event_totals (event_name, unique_users) VALUES ('old', 1);
+		INSERT INTO unique_event_days (event_name, day, new_users, by_hour)
+		VALUES ('old', '2026-01-02', 1, array_fill(0::bigint, ARRAY[24]));
+		UPDATE unique_event_days SET by_hour[4] = 1`)
+	require.NoError(t, err)
+}
+
+func relkind(t *testing.T, pool *pgxpool.Pool, rel string) string {
+	t.Helper()
+	var kind string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT relkind::text FROM pg_class WHERE oid = $1::regclass`, rel).Scan(&kind))
+	return kind
+}
+
+func partitions(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_inherits WHERE inhparent = 'unique_user_pairs'::regclass`).Scan(&n))
+	return n
+}
+
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("NewInstallIsCompactAndPartitioned", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.Schema(t)
+		require.Equal(t, "v", relkind(t, pool, "unique_user_events"))
+		require.Equal(t, "p", relkind(t, pool, "unique_user_pairs"))
+		require.Equal(t, migrations.DefaultPartitions, partitions(t, pool))
+	})
+
+	t.Run("PartitionsAreASetting", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.EmptySchema(t)
+		require.NoError(t, migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler), migrations.WithPartitions(4)))
+		require.Equal(t, 4, partitions(t, pool))
+		require.NoError(t, migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler), migrations.WithPartitions(8)), "a migrated schema keeps its count")
+		require.Equal(t, 4, partitions(t, pool))
+	})
+
+	t.Run("RejectsANegativeCount", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.EmptySchema(t)
+		err := migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler), migrations.WithPartitions(-1))
+		require.ErrorContains(t, err, "partitions: must be a positive integer, got -1")
+	})
+
+	t.Run("PopulatedInstallKeepsItsPlainTable", func(t *testing.T) {
+		t.Parallel()
+		user := uum.NewUUID()
+		pool := plainSchema(t, user)
+		require.Equal(t, "r", relkind(t, pool, "unique_user_events"))
+		checkDrainStatements(t, store.New(pool), user)
+	})
+
+	t.Run("NewInstallRunsEveryDrainStatement", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.Schema(t)
+		user := uum.NewUUID()
+		seedOldPair(t, pool, user) // the view takes plain inserts
+		checkDrainStatements(t, store.New(pool), user)
+	})
+
+	// The runbook's step (docs/operations.md, "Moving to the partitioned
+	// pair table"), run on a populated plain table: the pairs move, the
+	// counts still match them, and the drain goes on on the new layout.
+	t.Run("RunbookMovesAPlainTable", func(t *testing.T) {
+		t.Parallel()
+		user := uum.NewUUID()
+		pool := plainSchema(t, user)
+		st := store.New(pool)
+		_, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: user, Name: "new"})})
+		require.NoError(t, err)
+
+		var moved int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT uum_use_compact_pairs()`).Scan(&moved))
+		require.Equal(t, int64(2), moved)
+		require.Equal(t, "v", relkind(t, pool, "unique_user_events"))
+		require.Equal(t, "r", relkind(t, pool, "unique_user_events_plain"), "kept for the operator to check and drop")
+		var created time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1 AND event_name = 'old'`, [16]byte(user)).Scan(&created))
+		require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), created.UTC(), "first-seen times move with the pairs")
+		require.NoError(t, pool.QueryRow(ctx, `SELECT uum_use_compact_pairs()`).Scan(&moved))
+		require.Zero(t, moved, "running it again does nothing")
+		checkDrainStatements(t, st, user)
+	})
+}
+
+// checkDrainStatements runs the drain's and the readers' statements on a
+// schema holding one pair (user, "old"), first seen 2026-01-02 03:04:05
+// UTC, with its counts.
+func checkDrainStatements(t *testing.T, st *store.Store, user uum.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	other := uum.NewUUID()
+	res, err := dbtest.Commit(ctx, st, dbtest.Batch{
+		Pairs: dbtest.Undated(uum.Pair{UserID: user, Name: "old"}, uum.Pair{UserID: other, Name: "old"}, uum.Pair{UserID: user, Name: "fresh"}),
+	})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uum.Pair{{UserID: other, Name: "old"}, {UserID: user, Name: "fresh"}}, res.Inserted)
+
+	logged, err := st.EventLogged(ctx, uum.Pair{UserID: user, Name: "old"})
+	require.NoError(t, err)
+	require.True(t, logged)
+	logged, err = st.EventLogged(ctx, uum.Pair{UserID: other, Name: "fresh"})
+	require.NoError(t, err)
+	require.False(t, logged)
+
+	// A backfill moves the old pair a day earlier and adds one.
+	third := uum.NewUUID()
+	earlier := time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
+	inserted, moved, err := st.Backfill(ctx, []string{"old"}, []uum.DatedPair{
+		{Pair: uum.Pair{UserID: user, Name: "old"}, CreatedAt: earlier},
+		{Pair: uum.Pair{UserID: third, Name: "old"}, CreatedAt: earlier},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, inserted)
+	require.Equal(t, 1, moved)
+
+	for name, want := range map[string]int64{"fresh": 1, "old": 3} {
+		counts, err := st.UniqueCounts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, []uum.Count{{EventName: name, UniqueUsers: want}}, counts)
+	}
+	days, err := st.EventDays(ctx, "old", earlier, earlier.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	require.Len(t, days.Days, 2)
+	require.Equal(t, int64(2), days.Days[0].ByHour[5])
+	require.Equal(t, [24]int64{}, days.Days[1].ByHour, "moved off 2026-01-02")
+	drift, err := st.ReconcileTotals(ctx, true)
+	require.NoError(t, err)
+	require.Empty(t, drift)
+}
