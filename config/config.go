@@ -68,6 +68,9 @@ type Database struct {
 	// replica's connection attempts); past it the read goes to the
 	// primary and the replica is marked down. Zero means 2s.
 	ReadTimeout time.Duration `env:"UUM_DATABASE_READ_TIMEOUT" envDefault:"2s" desc:"Time limit of each read's attempt on the replica of UUM_DATABASE_READ_URL; past it the read goes to the primary and the replica is marked down for 10s."`
+	// Partitions is the number of hash partitions (by user_id) of the
+	// pair table a new install creates; an existing table keeps its own.
+	Partitions int `env:"UUM_DATABASE_PARTITIONS" envDefault:"16" desc:"Hash partitions (by user_id) of the pair table that a new install creates (1-1024); an existing table keeps its layout and count."`
 }
 
 // Log configures the process log.
@@ -464,6 +467,7 @@ func (c Config) validate(r *report) {
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.checkURL("UUM_DATABASE_READ_URL", c.Database.ReadURL == "" || validURL(c.Database.ReadURL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.check("UUM_DATABASE_READ_TIMEOUT", c.Database.ReadTimeout > 0, "must be a positive duration")
+	r.check("UUM_DATABASE_PARTITIONS", c.Database.Partitions >= 1 && c.Database.Partitions <= 1024, "must be an integer from 1 to 1024")
 	r.check("UUM_DATABASE_SCHEMA", c.Database.Schema == "" || schemaName.MatchString(c.Database.Schema) && !strings.HasPrefix(c.Database.Schema, "pg_"),
 		"must be a lowercase identifier (a-z, 0-9, _; not starting with a digit or pg_; at most 63 characters)")
 	// slog's parser, which env uses, also takes offsets like "info+2",

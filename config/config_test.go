@@ -30,7 +30,7 @@ func load(t *testing.T, environ map[string]string) config.Config {
 
 var defaults = config.Config{
 	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
-	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", ReadTimeout: 2 * time.Second},
+	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", ReadTimeout: 2 * time.Second, Partitions: 16},
 	Processor: config.Processor{
 		BatchSize:     500,
 		MaxIterations: 20,
@@ -80,6 +80,7 @@ func TestLoad(t *testing.T) {
 			"UUM_DATABASE_URL":            "postgresql://uum:pw@db.internal/uum",
 			"UUM_DATABASE_SCHEMA":         "uum_app",
 			"UUM_DATABASE_READ_TIMEOUT":   "750ms",
+			"UUM_DATABASE_PARTITIONS":     "32",
 			"UUM_LOG_LEVEL":               "error",
 			"UUM_PROCESSOR_HEALTH_ADDR":   "127.0.0.1:0",
 			"UUM_BATCH_SIZE":              " 1000 ",
@@ -105,7 +106,7 @@ func TestLoad(t *testing.T) {
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
-			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app", ReadTimeout: 750 * time.Millisecond},
+			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app", ReadTimeout: 750 * time.Millisecond, Partitions: 32},
 			Log:      config.Log{Level: slog.LevelError},
 			Processor: config.Processor{
 				BatchSize:     1000,
@@ -191,6 +192,9 @@ func TestLoadRejects(t *testing.T) {
 		for _, value := range []string{"abc", "0", "-1", "1.5", "99999999999"} {
 			cases = append(cases, testCase{name, value, name + `: must be a positive integer, got "` + value + `"`})
 		}
+	}
+	for _, value := range []string{"abc", "0", "-1", "1025"} {
+		cases = append(cases, testCase{"UUM_DATABASE_PARTITIONS", value, `UUM_DATABASE_PARTITIONS: must be an integer from 1 to 1024, got "` + value + `"`})
 	}
 	for _, value := range []string{"abc", "0", "-1", "16777217"} {
 		cases = append(cases, testCase{"UUM_CACHE_BUCKETS", value, `UUM_CACHE_BUCKETS: must be an integer from 1 to 16777216, got "` + value + `"`})

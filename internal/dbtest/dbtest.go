@@ -306,7 +306,7 @@ func RefuseEventName(tb testing.TB, pool *pgxpool.Pool, name string) {
 		CREATE FUNCTION refuse_event_name() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF (SELECT name FROM event_names WHERE id = NEW.event_id) = '%s' THEN
-				RAISE check_violation USING MESSAGE = 'event name refused';
+				RAISE check_violation USING MESSAGE = 'event name refused by no_refused';
 			END IF;
 			RETURN NEW;
 		END $$;
@@ -317,7 +317,8 @@ func RefuseEventName(tb testing.TB, pool *pgxpool.Pool, name string) {
 	}
 }
 
-// Snapshot copies every table of the schema pool works in, as a dump
+// Snapshot copies every table of the schema pool works in (a partitioned
+// table whole, through its parent), as a dump
 // would, and returns restore, which puts the tables back as they were
 // (identity sequences aside): the database goes back in time, as after a
 // dump is restored or a lagging replica is promoted. The copy is dropped
@@ -328,7 +329,9 @@ func Snapshot(t testing.TB, pool *pgxpool.Pool) (restore func(testing.TB)) {
 	defer cancel()
 	var schema string
 	var tables []string
-	err := pool.QueryRow(ctx, `SELECT current_schema(), ARRAY(SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1)`).Scan(&schema, &tables)
+	err := pool.QueryRow(ctx, `SELECT current_schema(), ARRAY(
+		SELECT relname::text FROM pg_class WHERE relnamespace = current_schema()::regnamespace
+		AND relkind IN ('r', 'p') AND NOT relispartition ORDER BY 1)`).Scan(&schema, &tables)
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}

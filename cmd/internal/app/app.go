@@ -68,7 +68,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	if err := migrations.Apply(ctx, a.Pool, logger); err != nil {
+	if err := migrations.Apply(ctx, a.Pool, logger, migrations.WithPartitions(cfg.Database.Partitions)); err != nil {
 		return nil, err
 	}
 	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
