@@ -145,7 +145,7 @@ func checkDrainStatements(t *testing.T, st *store.Store, user uum.UUID) {
 	// A backfill moves the old pair a day earlier and adds one.
 	third := uum.NewUUID()
 	earlier := time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
-	inserted, moved, err := st.Backfill(ctx, []string{"old"}, []uum.DatedPair{
+	inserted, moved, err := st.Backfill(ctx, []string{"old"}, []store.DatedPair{
 		{Pair: uum.Pair{UserID: user, Name: "old"}, CreatedAt: earlier},
 		{Pair: uum.Pair{UserID: third, Name: "old"}, CreatedAt: earlier},
 	})
