@@ -44,6 +44,9 @@ type Config struct {
 	Counters   Counters
 }
 
+// MaxBufferShards is the most shards UUM_BUFFER_SHARDS may name.
+const MaxBufferShards = 1024
+
 // Redis configures the Redis that holds the event buffer, the drain lease
 // and the seen-pairs cache.
 type Redis struct {
@@ -51,6 +54,9 @@ type Redis struct {
 	URL string `env:"UUM_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0" desc:"Redis URL (redis:// or rediss://, optional database /0-/15)."`
 	// KeyPrefix starts every Redis key the service uses.
 	KeyPrefix string `env:"UUM_KEY_PREFIX" envDefault:"uum:" desc:"Prefix of every Redis key."`
+	// BufferShards is how many lists (shards) the buffer is split into;
+	// a user's events always go to the same one.
+	BufferShards int `env:"UUM_BUFFER_SHARDS" envDefault:"1" desc:"Shards of the event buffer (1-1024): a user's events always go to the same shard, tracked events to shard 0; each shard has its own lease. Lowering it is safe: processors drain the shards beyond it until empty."`
 }
 
 // Database configures the Postgres that stores unique events.
@@ -92,6 +98,9 @@ type Processor struct {
 	DrainInterval time.Duration `env:"UUM_DRAIN_INTERVAL" envDefault:"10m" bin:"processor" desc:"Time between drain runs (at least 1s)."`
 	// MaxRetry is how often a failed drain run is retried; 0 never retries.
 	MaxRetry int `env:"UUM_DRAIN_MAX_RETRY" envDefault:"3" keepzero:"true" bin:"processor" desc:"Retries of a failed drain run (0 for none)."`
+	// DrainConcurrency is how many buffer shards one processor drains
+	// at once.
+	DrainConcurrency int `env:"UUM_DRAIN_CONCURRENCY" envDefault:"1" bin:"processor" desc:"Buffer shards one processor drains at once (1-1024); processors share the shards through their leases."`
 	// LeaseTTL is how long a drainer holds the buffer lease without renewing it.
 	// The API reads it too: GET /v1/status flags a holder that stopped
 	// renewing the lease.
@@ -475,6 +484,7 @@ func (c Config) validate(r *report) {
 	level := strings.ToLower(r.environ["UUM_LOG_LEVEL"])
 	r.check("UUM_LOG_LEVEL", slices.Contains([]string{"", "debug", "info", "warn", "error"}, level), "must be debug, info, warn or error")
 	c.Processor.validate(r)
+	r.check("UUM_BUFFER_SHARDS", c.Redis.BufferShards > 0 && c.Redis.BufferShards <= MaxBufferShards, "must be an integer from 1 to 1024")
 	r.check("UUM_CACHE_TTL", c.Cache.TTL >= time.Second, atLeastSecond)
 	r.check("UUM_CACHE_BUCKETS", c.Cache.Buckets > 0 && c.Cache.Buckets <= 1<<24, "must be an integer from 1 to 16777216")
 	c.Events.validate(r)
@@ -491,6 +501,7 @@ func (p Processor) validate(r *report) {
 	r.check("UUM_MAX_QUEUE_DEPTH", p.MaxQueueDepth > 0, positiveInt)
 	r.check("UUM_DRAIN_INTERVAL", p.DrainInterval >= time.Second, atLeastSecond)
 	r.check("UUM_DRAIN_MAX_RETRY", p.MaxRetry >= 0, "must be a non-negative integer")
+	r.check("UUM_DRAIN_CONCURRENCY", p.DrainConcurrency > 0 && p.DrainConcurrency <= MaxBufferShards, "must be an integer from 1 to 1024")
 	r.check("UUM_DRAIN_LEASE_TTL", p.LeaseTTL >= time.Second, atLeastSecond)
 	r.check("UUM_MAX_EVENT_NAMES", p.MaxEventNames > 0, positiveInt)
 	r.check("UUM_PROCESSOR_HEALTH_ADDR", p.HealthAddr == "" || validHostPort(p.HealthAddr), hostPort)

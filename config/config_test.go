@@ -29,16 +29,17 @@ func load(t *testing.T, environ map[string]string) config.Config {
 }
 
 var defaults = config.Config{
-	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:"},
+	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:", BufferShards: 1},
 	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", ReadTimeout: 2 * time.Second, Partitions: 16},
 	Processor: config.Processor{
-		BatchSize:     500,
-		MaxIterations: 20,
-		MaxQueueDepth: 10000,
-		DrainInterval: 10 * time.Minute,
-		MaxRetry:      3,
-		LeaseTTL:      10 * time.Second,
-		MaxEventNames: 10000,
+		BatchSize:        500,
+		MaxIterations:    20,
+		MaxQueueDepth:    10000,
+		DrainInterval:    10 * time.Minute,
+		MaxRetry:         3,
+		DrainConcurrency: 1,
+		LeaseTTL:         10 * time.Second,
+		MaxEventNames:    10000,
 	},
 	Cache:      config.Cache{TTL: 168 * time.Hour, Buckets: 16384},
 	Events:     config.Events{PushTimeout: 50 * time.Millisecond, ReadTimeout: 100 * time.Millisecond},
@@ -77,6 +78,7 @@ func TestLoad(t *testing.T) {
 		cfg := load(t, map[string]string{
 			"UUM_REDIS_URL":               "rediss://:secret@redis.internal:6380/15",
 			"UUM_KEY_PREFIX":              "test:",
+			"UUM_BUFFER_SHARDS":           "8",
 			"UUM_DATABASE_URL":            "postgresql://uum:pw@db.internal/uum",
 			"UUM_DATABASE_SCHEMA":         "uum_app",
 			"UUM_DATABASE_READ_TIMEOUT":   "750ms",
@@ -88,6 +90,7 @@ func TestLoad(t *testing.T) {
 			"UUM_MAX_QUEUE_DEPTH":         "1",
 			"UUM_DRAIN_INTERVAL":          "1s",
 			"UUM_DRAIN_MAX_RETRY":         "0",
+			"UUM_DRAIN_CONCURRENCY":       "3",
 			"UUM_DRAIN_LEASE_TTL":         "1m30s",
 			"UUM_CACHE_TTL":               "24h",
 			"UUM_CACHE_BUCKETS":           "1024",
@@ -105,18 +108,19 @@ func TestLoad(t *testing.T) {
 			"UUM_METRICS_OPEN":            "yes",
 		})
 		require.Equal(t, config.Config{
-			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:"},
+			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:", BufferShards: 8},
 			Database: config.Database{URL: "postgresql://uum:pw@db.internal/uum", Schema: "uum_app", ReadTimeout: 750 * time.Millisecond, Partitions: 32},
 			Log:      config.Log{Level: slog.LevelError},
 			Processor: config.Processor{
-				BatchSize:     1000,
-				MaxIterations: 150,
-				MaxQueueDepth: 1,
-				DrainInterval: time.Second,
-				MaxRetry:      0,
-				LeaseTTL:      90 * time.Second,
-				MaxEventNames: 10000,
-				HealthAddr:    "127.0.0.1:0",
+				BatchSize:        1000,
+				MaxIterations:    150,
+				MaxQueueDepth:    1,
+				DrainInterval:    time.Second,
+				MaxRetry:         0,
+				DrainConcurrency: 3,
+				LeaseTTL:         90 * time.Second,
+				MaxEventNames:    10000,
+				HealthAddr:       "127.0.0.1:0",
 			},
 			Cache: config.Cache{TTL: 24 * time.Hour, Buckets: 1024},
 			Events: config.Events{
@@ -198,6 +202,11 @@ func TestLoadRejects(t *testing.T) {
 	}
 	for _, value := range []string{"abc", "0", "-1", "16777217"} {
 		cases = append(cases, testCase{"UUM_CACHE_BUCKETS", value, `UUM_CACHE_BUCKETS: must be an integer from 1 to 16777216, got "` + value + `"`})
+	}
+	for _, name := range []string{"UUM_BUFFER_SHARDS", "UUM_DRAIN_CONCURRENCY"} {
+		for _, value := range []string{"abc", "0", "-1", "1025"} {
+			cases = append(cases, testCase{name, value, name + `: must be an integer from 1 to 1024, got "` + value + `"`})
+		}
 	}
 	for _, value := range []string{"abc", "-1", "1.5"} {
 		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})

@@ -56,5 +56,5 @@ func ExampleVars() {
 	// Output:
 	// | UUM_REDIS_URL | redis://127.0.0.1:6379/0 | Redis URL (redis:// or rediss://, optional database /0-/15). |
 	// | UUM_KEY_PREFIX | uum: | Prefix of every Redis key. |
-	// | UUM_DATABASE_URL | postgres://127.0.0.1:5432/uum?sslmode=disable | Postgres URL (postgres:// or postgresql://). |
+	// | UUM_BUFFER_SHARDS | 1 | Shards of the event buffer (1-1024): a user's events always go to the same shard, tracked events to shard 0; each shard has its own lease. Lowering it is safe: processors drain the shards beyond it until empty. |
 }

@@ -117,6 +117,7 @@ type Drainer struct {
 	fingerprint string
 	record      CountersRecorder
 	unmatched   unmatchedTypes
+	shards      *shards // nil: DrainAll drains buf alone
 }
 
 // NewDrainer returns a drainer. stats may be nil.

@@ -85,9 +85,10 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger}
 }
 
-// ProcessTask runs one drain; asynq retries it when it returns an error.
+// ProcessTask runs one drain of every shard (DrainAll); asynq retries it
+// when it returns an error.
 func (d *Drainer) ProcessTask(ctx context.Context, _ *asynq.Task) error {
-	_, err := d.Drain(ctx)
+	_, err := d.DrainAll(ctx)
 	return err
 }
 

@@ -24,7 +24,7 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 
 	var total Summary
 	for {
-		sum, err := d.Drain(runCtx)
+		sum, err := d.DrainAll(runCtx)
 		total.add(sum)
 		if err != nil {
 			total.DurationMS = time.Since(start).Milliseconds()
@@ -39,9 +39,12 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 	}
 	// The last run's depth may predate the time limit or be unknown (a
 	// run stopped before its first batch); measure it afresh.
-	lctx, lcancel := detach(ctx, finishTimeout)
-	defer lcancel()
-	d.measureDepth(lctx, &total)
+	// A sharded run's depth is its shards' sum, measured by each.
+	if d.shards == nil {
+		lctx, lcancel := detach(ctx, finishTimeout)
+		defer lcancel()
+		d.measureDepth(lctx, &total)
+	}
 	total.DurationMS = time.Since(start).Milliseconds()
 	return total, nil
 }

@@ -79,7 +79,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 
 	// Concurrent calls share one LPUSH per flush; each call is still bounded
 	// by Events.PushTimeout.
-	pusher := buffer.NewCoalescer(buffer.New(rdb, cfg.Redis.KeyPrefix, 0), buffer.CoalescerConfig{})
+	pusher := buffer.NewSharded(rdb, cfg.Redis.KeyPrefix, cfg.Redis.BufferShards, buffer.CoalescerConfig{})
 	closers = append(closers, pusher.Close)
 
 	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(logger.With("component", "seencache"))}

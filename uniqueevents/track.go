@@ -37,7 +37,7 @@ func (c *Client) Track(ctx context.Context, events ...Event) ([]string, error) {
 	if c.disabled {
 		return []string{}, nil
 	}
-	if err := c.push(ctx, start, entries); err != nil {
+	if err := c.push(ctx, start, nil, entries); err != nil {
 		return nil, fmt.Errorf("track events: %w", err)
 	}
 	ids := make([]string, len(events))

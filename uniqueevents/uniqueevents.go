@@ -80,6 +80,16 @@ type Buffer interface {
 	Push(ctx context.Context, entries [][]byte) error
 }
 
+// KeyedBuffer is a sharded Buffer (*buffer.Sharded): PushKey pushes to
+// the shard of a routing key. LogEvents routes by the user id, so a
+// user's events stay in one shard; Track routes by a nil key, shard 0, so
+// tracked events keep the one order of a single buffer and every
+// transition-safe counter counts the same with any number of shards.
+type KeyedBuffer interface {
+	Buffer
+	PushKey(ctx context.Context, key []byte, entries [][]byte) error
+}
+
 // Cache is the cache of pairs already counted; *seencache.Cache
 // implements it. EventLogged bounds each call with Events.ReadTimeout.
 type Cache interface {
@@ -289,7 +299,7 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf, now)
 		entries[i] = buf[start:len(buf):len(buf)]
 	}
-	if err := c.push(ctx, start, entries); err != nil {
+	if err := c.push(ctx, start, id[:], entries); err != nil {
 		return nil, fmt.Errorf("log events: %w", err)
 	}
 	return expanded, nil
@@ -299,13 +309,18 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 // the call begun at start. Calls rejected before the push (bad input,
 // logging disabled) never reach Redis and are not timed; failures are:
 // a slow or dead Redis is what the timing must show.
-func (c *Client) push(ctx context.Context, start time.Time, entries [][]byte) error {
+func (c *Client) push(ctx context.Context, start time.Time, key []byte, entries [][]byte) error {
 	if c.buf == nil {
 		return errNoBuffer
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.pushTimeout)
 	defer cancel()
-	err := c.buf.Push(ctx, entries)
+	var err error
+	if kb, ok := c.buf.(KeyedBuffer); ok {
+		err = kb.PushKey(ctx, key, entries)
+	} else {
+		err = c.buf.Push(ctx, entries)
+	}
 	c.timeLog(start, err)
 	return err
 }

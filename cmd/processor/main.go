@@ -87,7 +87,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	}
 
 	if *once {
-		drain := drainer.Drain
+		drain := drainer.DrainAll
 		if *untilEmpty {
 			drain = func(ctx context.Context) (processor.Summary, error) {
 				return drainer.DrainUntilEmpty(ctx, *maxDuration)

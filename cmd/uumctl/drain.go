@@ -24,7 +24,7 @@ func runDrain(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := drainer.Drain(ctx)
+	sum, err := drainer.DrainAll(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/DataDog/datadog-go/v5/statsd"
+
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/processor"
 )
 
@@ -30,11 +34,26 @@ func (a *App) Names() (uum.NamePolicy, error) {
 // the database records, with a *config.Error (processor.CheckCounters).
 func (a *App) Drainer(ctx context.Context, names processor.NameChecker) (*processor.Drainer, error) {
 	cfg := a.Config
-	d := processor.NewDrainer(cfg.Processor, a.Buffer, a.Seen, a.Store, a.Stats, a.logger,
-		processor.WithNames(names), processor.WithRunFailures(a.Store),
-		processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline),
-		processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
-		processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store))
+	shard := func(i int, stats statsd.ClientInterface, opts ...processor.Option) *processor.Drainer {
+		buf := a.Buffer
+		if i != 0 {
+			buf = buffer.New(a.Redis, cfg.Redis.KeyPrefix, i)
+		}
+		return processor.NewDrainer(cfg.Processor, buf, a.Seen, a.Store, stats, a.logger.With("shard", i),
+			append([]processor.Option{processor.WithNames(names), processor.WithRunFailures(a.Store),
+				processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline),
+				processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
+				processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store)}, opts...)...)
+	}
+	stats := a.Stats
+	if cfg.Redis.BufferShards > 1 {
+		stats = processor.ShardStats(a.Stats, 0)
+	}
+	d := shard(0, stats, processor.WithShards(cfg.Redis.BufferShards, config.MaxBufferShards, cfg.Processor.DrainConcurrency,
+		func(i int) *processor.Drainer { return shard(i, processor.ShardStats(a.Stats, i)) },
+		func(ctx context.Context, from, to int) ([]int64, error) {
+			return buffer.Lens(ctx, a.Redis, cfg.Redis.KeyPrefix, from, to)
+		}))
 	if err := d.CheckCounters(ctx); err != nil {
 		return nil, err
 	}

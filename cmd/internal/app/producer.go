@@ -20,7 +20,7 @@ func (a *App) Producer() (*uniqueevents.Client, error) {
 	ropt := *a.RedisOptions
 	ropt.MaxRetries = -1
 	rdb := redis.NewClient(&ropt)
-	pusher := buffer.NewCoalescer(buffer.New(rdb, a.Config.Redis.KeyPrefix, 0), buffer.CoalescerConfig{})
+	pusher := buffer.NewSharded(rdb, a.Config.Redis.KeyPrefix, a.Config.Redis.BufferShards, buffer.CoalescerConfig{})
 	a.closers = append(a.closers, func() { _ = rdb.Close() }, pusher.Close)
 	return uniqueevents.New(a.Config.Events, pusher, a.Seen, a.Store, a.Stats, a.logger)
 }

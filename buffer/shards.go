@@ -1,0 +1,81 @@
+package buffer
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum/internal/rediskey"
+)
+
+// ShardOf returns the shard of routing key among n shards: FNV-1a of the
+// key modulo n. A user's events are routed by the user id's 16 bytes, so
+// they always reach the same shard for a given n; a nil key (tracked
+// events) is shard 0.
+func ShardOf(key []byte, n int) int {
+	if n <= 1 || key == nil {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write(key) // a hash never fails to write
+	return int(h.Sum32() % uint32(n))
+}
+
+// Sharded pushes to the shards of a sharded buffer, one Coalescer each.
+type Sharded struct {
+	shards []*Coalescer
+}
+
+// NewSharded returns the pusher of n shards (at least 1) under prefix.
+// Close stops it.
+func NewSharded(rdb redis.UniversalClient, prefix string, n int, cfg CoalescerConfig) *Sharded {
+	s := &Sharded{shards: make([]*Coalescer, max(n, 1))}
+	for i := range s.shards {
+		s.shards[i] = NewCoalescer(New(rdb, prefix, i), cfg)
+	}
+	return s
+}
+
+// Push pushes entries to shard 0: see PushKey.
+func (s *Sharded) Push(ctx context.Context, entries [][]byte) error {
+	return s.shards[0].Push(ctx, entries)
+}
+
+// PushKey pushes entries, all of them or none, in one LPUSH to the shard
+// of key (ShardOf).
+func (s *Sharded) PushKey(ctx context.Context, key []byte, entries [][]byte) error {
+	return s.shards[ShardOf(key, len(s.shards))].Push(ctx, entries)
+}
+
+// Close closes every shard's Coalescer.
+func (s *Sharded) Close() {
+	for _, c := range s.shards {
+		c.Close()
+	}
+}
+
+// Lens returns the lengths of shards from..to-1 under prefix ([i] is
+// shard from+i), in one pipeline (go-redis splits it by node on a
+// cluster).
+func Lens(ctx context.Context, rdb redis.UniversalClient, prefix string, from, to int) ([]int64, error) {
+	if to <= from {
+		return nil, nil
+	}
+	cmds := make([]*redis.IntCmd, to-from)
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.LLen(ctx, rediskey.Buffer(prefix, from+i))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("buffer shard lengths: %w", err)
+	}
+	out := make([]int64, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return out, nil
+}

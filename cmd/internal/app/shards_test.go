@@ -1,0 +1,65 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/cmd/internal/app"
+	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// TestShards logs events of many users over 4 shards, lowers the count
+// to 2 and drains with a processor of the new count: the users spread
+// over every shard, and the shards beyond the new count are drained
+// until empty too, each user counted once.
+func TestShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stack := testenv.New(t)
+	stack.Env["UUM_BUFFER_SHARDS"] = "4"
+	stack.Env["UUM_DRAIN_CONCURRENCY"] = "2"
+	a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	p, err := a.Producer()
+	require.NoError(t, err)
+	const users = 40
+	for i := range users {
+		u := uniqueevents.User{ID: uum.NewUUID().String()}
+		_, err := p.LogEvents(ctx, u, []string{"opened", fmt.Sprintf("n%d", i%3)})
+		require.NoError(t, err)
+	}
+	lens, err := buffer.Lens(ctx, a.Redis, a.Config.Redis.KeyPrefix, 0, 4)
+	require.NoError(t, err)
+	var total int64
+	for i, l := range lens {
+		require.Positive(t, l, "shard %d got no user of %d", i, users)
+		total += l
+	}
+	require.EqualValues(t, 2*users, total)
+
+	stack.Env["UUM_BUFFER_SHARDS"] = "2"
+	b, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	names, err := b.Names()
+	require.NoError(t, err)
+	d, err := b.Drainer(ctx, names)
+	require.NoError(t, err)
+	sum, err := d.DrainAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2*users, sum.EventsProcessed)
+	require.Zero(t, sum.QueueDepth)
+	lens, err = buffer.Lens(ctx, a.Redis, a.Config.Redis.KeyPrefix, 0, 4)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 0, 0, 0}, lens)
+	n, err := p.UniqueCount(ctx, "opened")
+	require.NoError(t, err)
+	require.EqualValues(t, users, n)
+}
