@@ -80,11 +80,16 @@ type checker struct {
 
 // explainStatsd turns missing increments into a loss when no fault of
 // the round can leave a commit ambiguous: only a drainer killed, or
-// Postgres stopped, between COMMIT and the increments can. Without faults
-// the increments equal the rows exactly.
+// Postgres stopped, between COMMIT and the increments can (a kill at
+// mid-bisection leaves the first half committed, its increments unsent).
+// Without such faults the increments equal the rows exactly.
 func (o *outcome) explainStatsd(faults map[string]int) {
-	if faults[faultKill]+faults[faultKillFailpoint+failpoint.AfterCommitBeforeStatsd]+faults[faultPostgres] > 0 {
-		return
+	ambiguous := []string{faultKill, faultPostgres,
+		faultKillFailpoint + failpoint.AfterCommitBeforeStatsd, faultKillFailpoint + failpoint.MidBisection}
+	for _, kind := range ambiguous {
+		if faults[kind] > 0 {
+			return
+		}
 	}
 	o.add("statsd", o.statsdShort, 0, "%d increments missing, and no fault could leave a commit ambiguous", o.statsdShort)
 	o.add("statsd", o.deadShort, 0, "%d dead-letter increments missing, and no fault could leave a commit ambiguous", o.deadShort)
