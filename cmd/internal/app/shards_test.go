@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,6 +60,63 @@ func TestShards(t *testing.T) {
 	lens, err = buffer.Lens(ctx, a.Redis, a.Config.Redis.KeyPrefix, 0, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 0, 0, 0}, lens)
+	n, err := p.UniqueCount(ctx, "opened")
+	require.NoError(t, err)
+	require.EqualValues(t, users, n)
+}
+
+// TestShardsSharedByProcessors runs two processors' drains at once over
+// 8 shards: they split the shards through the leases, with no
+// assignment, and between them drain every shard, each user counted
+// once.
+func TestShardsSharedByProcessors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stack := testenv.New(t)
+	stack.Env["UUM_BUFFER_SHARDS"] = "8"
+	stack.Env["UUM_DRAIN_CONCURRENCY"] = "3"
+	stack.Env["UUM_BATCH_SIZE"] = "5"
+	procs := make([]*app.App, 2)
+	for i := range procs {
+		a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
+		require.NoError(t, err)
+		t.Cleanup(a.Close)
+		procs[i] = a
+	}
+	p, err := procs[0].Producer()
+	require.NoError(t, err)
+	const users = 80
+	for range users {
+		_, err := p.LogEvents(ctx, uniqueevents.User{ID: uum.NewUUID().String()}, []string{"opened"})
+		require.NoError(t, err)
+	}
+	var processed [2]int
+	errs := make(chan error, 2)
+	for i, a := range procs {
+		names, err := a.Names()
+		require.NoError(t, err)
+		d, err := a.Drainer(ctx, names)
+		require.NoError(t, err)
+		go func() {
+			sum, err := d.DrainUntilEmpty(ctx, time.Minute)
+			processed[i] = sum.EventsProcessed
+			errs <- err
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	// A shard skipped by both (held by the other at each try) waits for
+	// the next run: drain until every shard is empty.
+	names, err := procs[1].Names()
+	require.NoError(t, err)
+	d, err := procs[1].Drainer(ctx, names)
+	require.NoError(t, err)
+	sum, err := d.DrainAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, users, processed[0]+processed[1]+sum.EventsProcessed)
+	lens, err := buffer.Lens(ctx, procs[0].Redis, procs[0].Config.Redis.KeyPrefix, 0, 8)
+	require.NoError(t, err)
+	require.Equal(t, make([]int64, 8), lens)
 	n, err := p.UniqueCount(ctx, "opened")
 	require.NoError(t, err)
 	require.EqualValues(t, users, n)
