@@ -26,7 +26,7 @@ import (
 // preloaded (UUM_BENCH_PAIR_ROWS, a list of sizes, default 0: empty only;
 // e.g. 0,5000000,20000000), each size in a schema of its own so the
 // figures compare within one run, it also reports the bytes each row takes
-// (table, key and TOAST, over the rows) and what a VACUUM and a REINDEX of
+// (table, key and TOAST, over the rows; a plain table is its own leaf) and what a VACUUM and a REINDEX of
 // one partition cost against the whole table, in ms. UUM_BENCH_LAYOUTS
 // limits the layouts (e.g. plain,16).
 func BenchmarkPairTable(b *testing.B) {
@@ -126,8 +126,8 @@ func reportTableCosts(ctx context.Context, b *testing.B, pool *pgxpool.Pool, par
 	}
 	var perRow float64
 	err := pool.QueryRow(ctx, `
-		SELECT sum(pg_total_relation_size(relid))::float8 / (SELECT count(*) FROM `+table+`)
-		FROM pg_partition_tree($1::regclass) WHERE isleaf`, table).Scan(&perRow)
+		SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1::regclass) WHERE isleaf),
+		                pg_total_relation_size($1::regclass))::float8 / (SELECT count(*) FROM `+table+`)`, table).Scan(&perRow)
 	if err != nil {
 		b.Fatal(err)
 	}
