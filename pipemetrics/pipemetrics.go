@@ -61,6 +61,7 @@ type Metrics struct {
 	dlq     DLQStats
 	mapping mapping.IndexMapping
 	now     func() time.Time
+	shards  int // buffer shards read; 0 or 1: shard 0 alone
 	mu      sync.Mutex
 	pending *ddsketch.DDSketch // observed, not yet flushed; nil when none
 }
@@ -73,6 +74,13 @@ func New(rdb redis.UniversalClient, prefix string, dlq DLQStats) *Metrics {
 		panic(err) // a constant accuracy in (0, 1) cannot fail
 	}
 	return &Metrics{rdb: rdb, prefix: prefix, dlq: dlq, mapping: m, now: time.Now}
+}
+
+// WithShards makes m read and add up the n shards of a sharded buffer
+// (UUM_BUFFER_SHARDS); without it m reads shard 0 alone. It returns m.
+func (m *Metrics) WithShards(n int) *Metrics {
+	m.shards = n
+	return m
 }
 
 // Percentiles are latency percentiles in milliseconds; Samples is how many
@@ -203,17 +211,20 @@ func (m *Metrics) Snapshot(ctx context.Context) (Snapshot, error) {
 // readRedis reads the figures kept in Redis: every field but the DLQ's.
 func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error) {
 	minute := now.Unix() / 60
+	n := max(m.shards, 1)
 	var (
-		totals, rate *redis.MapStringStringCmd
-		depth        *redis.IntCmd
-		oldest       *redis.StringCmd
+		totals, rate = make([]*redis.MapStringStringCmd, n), make([]*redis.MapStringStringCmd, n)
+		depth        = make([]*redis.IntCmd, n)
+		oldest       = make([]*redis.StringCmd, n)
 		sketches     []*redis.MapStringStringCmd
 	)
 	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		totals = p.HGetAll(ctx, rediskey.MetricsTotals(m.prefix, 0))
-		rate = p.HGetAll(ctx, rediskey.MetricsRate(m.prefix, 0))
-		depth = p.LLen(ctx, rediskey.Buffer(m.prefix, 0))
-		oldest = p.LIndex(ctx, rediskey.Buffer(m.prefix, 0), -1)
+		for i := range n {
+			totals[i] = p.HGetAll(ctx, rediskey.MetricsTotals(m.prefix, i))
+			rate[i] = p.HGetAll(ctx, rediskey.MetricsRate(m.prefix, i))
+			depth[i] = p.LLen(ctx, rediskey.Buffer(m.prefix, i))
+			oldest[i] = p.LIndex(ctx, rediskey.Buffer(m.prefix, i), -1)
+		}
 		for i := range int64(Window / time.Minute) {
 			sketches = append(sketches, p.HGetAll(ctx, rediskey.MetricsLatency(m.prefix, minute-i)))
 		}
@@ -221,9 +232,12 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 	})
 	if err != nil {
 		// LINDEX of an empty buffer is redis.Nil, not a failure.
-		errs := []error{totals.Err(), rate.Err(), depth.Err()}
-		if !errors.Is(oldest.Err(), redis.Nil) {
-			errs = append(errs, oldest.Err())
+		var errs []error
+		for i := range n {
+			errs = append(errs, totals[i].Err(), rate[i].Err(), depth[i].Err())
+			if !errors.Is(oldest[i].Err(), redis.Nil) {
+				errs = append(errs, oldest[i].Err())
+			}
 		}
 		for _, c := range sketches {
 			errs = append(errs, c.Err())
@@ -232,21 +246,29 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 			return Snapshot{}, fmt.Errorf("read pipeline metrics: %w", err)
 		}
 	}
-	s := Snapshot{QueueDepth: depth.Val(), Pending: depth.Val()}
-	t := totals.Val()
-	s.TotalEvents, s.Delivered, s.Failed = atoi(t["total"]), atoi(t["delivered"]), atoi(t["failed"])
-	s.LastProcessedAt, s.LastFailureAt = millis(t["last_processed_at"]), millis(t["last_failure_at"])
-	s.SeenCacheRescopes = atoi(t[rescopesField])
-	for sec, n := range rate.Val() {
-		if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
-			s.ProcessingRate += atoi(n)
+	// The shards add up; the lag is the oldest entry of any shard.
+	var s Snapshot
+	for i := range n {
+		s.QueueDepth += depth[i].Val()
+		t := totals[i].Val()
+		s.TotalEvents += atoi(t["total"])
+		s.Delivered += atoi(t["delivered"])
+		s.Failed += atoi(t["failed"])
+		s.LastProcessedAt = later(s.LastProcessedAt, millis(t["last_processed_at"]))
+		s.LastFailureAt = later(s.LastFailureAt, millis(t["last_failure_at"]))
+		s.SeenCacheRescopes += atoi(t[rescopesField])
+		for sec, c := range rate[i].Val() {
+			if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
+				s.ProcessingRate += atoi(c)
+			}
+		}
+		if raw := oldest[i].Val(); raw != "" {
+			if at, ok := bufferedAt(raw); ok {
+				s.QueueLagSeconds = max(s.QueueLagSeconds, now.Sub(at).Seconds(), 0)
+			}
 		}
 	}
-	if raw := oldest.Val(); raw != "" {
-		if at, ok := bufferedAt(raw); ok {
-			s.QueueLagSeconds = max(now.Sub(at).Seconds(), 0)
-		}
-	}
+	s.Pending = s.QueueDepth
 	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {
 		return Snapshot{}, err
 	}
@@ -302,6 +324,14 @@ func atoi(s string) int64 {
 }
 
 // millis turns unix milliseconds into a UTC time, nil for none.
+// later returns the later of a and b; nil is earlier than any time.
+func later(a, b *time.Time) *time.Time {
+	if a == nil || (b != nil && b.After(*a)) {
+		return b
+	}
+	return a
+}
+
 func millis(s string) *time.Time {
 	n := atoi(s)
 	if n <= 0 {

@@ -99,7 +99,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 		logger.WarnContext(ctx, "redis unreachable at start", "error", err)
 	}
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
-	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store)
+	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store).WithShards(cfg.Redis.BufferShards)
 
 	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store,
 		seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithStats(a.Stats),

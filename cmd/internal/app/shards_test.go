@@ -44,6 +44,9 @@ func TestShards(t *testing.T) {
 		total += l
 	}
 	require.EqualValues(t, 2*users, total)
+	snap, err := a.Pipeline.Snapshot(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, total, snap.QueueDepth, "the metrics add up the shards")
 
 	stack.Env["UUM_BUFFER_SHARDS"] = "2"
 	b, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
@@ -60,6 +63,10 @@ func TestShards(t *testing.T) {
 	lens, err = buffer.Lens(ctx, a.Redis, a.Config.Redis.KeyPrefix, 0, 4)
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 0, 0, 0}, lens)
+	snap, err = a.Pipeline.Snapshot(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 2*users, snap.Delivered, "the fenced trims of all 4 shards, counted by a reader of 4")
+	require.Zero(t, snap.QueueDepth)
 	n, err := p.UniqueCount(ctx, "opened")
 	require.NoError(t, err)
 	require.EqualValues(t, users, n)
