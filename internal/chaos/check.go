@@ -73,7 +73,7 @@ func (o *outcome) totals() (lost, doubled int64) {
 type checker struct {
 	db       querier // search_path is the round's schema
 	rdb      *redis.Client
-	key      string // the buffer list
+	keys     []string // the buffer shards' lists
 	everysec bool
 	kills    []time.Time // Redis crashes of the round
 }
@@ -133,11 +133,13 @@ func (c *checker) check(ctx context.Context, t *truth, agent *statsdAgent) (*out
 }
 
 func (c *checker) buffer(ctx context.Context, _ *truth, o *outcome) error {
-	n, err := c.rdb.LLen(ctx, c.key).Result()
-	if err != nil {
-		return fmt.Errorf("buffer length: %w", err)
+	for _, key := range c.keys {
+		n, err := c.rdb.LLen(ctx, key).Result()
+		if err != nil {
+			return fmt.Errorf("buffer length: %w", err)
+		}
+		o.add("buffer", n, 0, "%d entries left in %s", n, key)
 	}
-	o.add("buffer", n, 0, "%d entries left in the buffer", n)
 	return nil
 }
 

@@ -65,7 +65,7 @@ func TestCheckerFindsEveryDifference(t *testing.T) {
 		agent, err := listenStatsd()
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = agent.close() })
-		return &testBundle{pool: pool, agent: agent, checker: &checker{db: pool, rdb: rdb, key: rediskey.Buffer(prefix, 0)}}
+		return &testBundle{pool: pool, agent: agent, checker: &checker{db: pool, rdb: rdb, keys: []string{rediskey.Buffer(prefix, 0), rediskey.Buffer(prefix, 1)}}}
 	}
 	send := func(t *testing.T, b *testBundle, lines string) {
 		t.Helper()
@@ -153,7 +153,7 @@ func TestCheckerFindsEveryDifference(t *testing.T) {
 				require.NoError(t, err)
 			}
 			if tt.push {
-				require.NoError(t, b.checker.rdb.LPush(t.Context(), b.checker.key, "left over").Err())
+				require.NoError(t, b.checker.rdb.LPush(t.Context(), b.checker.keys[1], "left over").Err())
 			}
 			if tt.only != "" {
 				send(t, b, tt.only)

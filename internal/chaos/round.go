@@ -63,6 +63,8 @@ type round struct {
 	n        int
 	rng      *lockedRand
 	drainers int
+	shards   int // UUM_BUFFER_SHARDS
+	drainAt  int // UUM_DRAIN_CONCURRENCY: shards one processor drains at once
 	batch    int
 	fsync    string
 	prefix   string
@@ -110,6 +112,8 @@ func newRound(h *harness, n int) (*round, error) {
 	r := &round{
 		h: h, n: n, rng: rng,
 		drainers: []int{2, 4}[n%2],
+		shards:   []int{1, 1, 4}[rng.IntN(3)],
+		drainAt:  1 + rng.IntN(2),
 		batch:    []int{20, 50, 100}[rng.IntN(3)],
 		fsync:    FsyncAlways,
 		prefix:   fmt.Sprintf("chaos%d:", n),
@@ -212,13 +216,18 @@ func (r *round) prepare(ctx context.Context) error {
 		"UUM_COUNTERS_FILE="+r.h.countersFile,
 		"UUM_PUSH_TIMEOUT=2s",
 		"UUM_BATCH_SIZE="+strconv.Itoa(r.batch),
+		"UUM_BUFFER_SHARDS="+strconv.Itoa(r.shards),
+		"UUM_DRAIN_CONCURRENCY="+strconv.Itoa(r.drainAt),
 		"UUM_MAX_ITERATIONS=10",
 		"UUM_DRAIN_INTERVAL="+drainInterval.String(),
 		"UUM_DRAIN_LEASE_TTL="+leaseTTL.String(),
 		"UUM_DRAIN_MAX_RETRY=1",
 	)
 	r.push = &pusher{http: &http.Client{Timeout: 10 * time.Second}, base: "http://127.0.0.1:" + strconv.Itoa(apiPort),
-		token: apiToken, rdb: r.h.rdb, key: rediskey.Buffer(r.prefix, 0)}
+		token: apiToken, rdb: r.h.rdb}
+	for shard := range r.shards {
+		r.push.keys = append(r.push.keys, rediskey.Buffer(r.prefix, shard))
+	}
 	return nil
 }
 
@@ -313,7 +322,9 @@ func (r *round) refuseInDatabase(ctx context.Context) error {
 		return fmt.Errorf("connect to add the database's own rule: %w", err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	_, err = db.Exec(ctx, `ALTER TABLE unique_user_events ADD CONSTRAINT chaos_refused CHECK (event_name <> '`+rejectedName+`')`)
+	// On the name dictionary, which the drain writes in the batch's
+	// transaction whatever the layout of the pair table.
+	_, err = db.Exec(ctx, `ALTER TABLE event_names ADD CONSTRAINT chaos_refused CHECK (name <> '`+rejectedName+`')`)
 	if err != nil {
 		return fmt.Errorf("add the database's own rule: %w", err)
 	}
@@ -329,7 +340,7 @@ func (r *round) buffer(ctx context.Context) error {
 		switch x := r.rng.IntN(100); {
 		case x < 3: // a poison push is one entry, the others 2-3: ~1 %
 			kind, raw := r.gen.poison()
-			if err = r.push.poison(ctx, raw); err == nil {
+			if err = r.push.poison(ctx, r.rng.IntN(r.shards), raw); err == nil {
 				r.truth.poisoned(kind, raw)
 				r.entries.Add(1)
 				r.poison.Add(1)
@@ -631,8 +642,7 @@ func (r *round) settle(ctx context.Context) error {
 	r.mu.Unlock()
 	deadline := time.Now().Add(settleTimeout)
 	for time.Now().Before(deadline) {
-		n, err := r.h.rdb.LLen(ctx, r.push.key).Result()
-		if err == nil && n == 0 {
+		if r.empty(ctx) {
 			return nil
 		}
 		if err := sleep(ctx, 200*time.Millisecond); err != nil {
@@ -640,6 +650,16 @@ func (r *round) settle(ctx context.Context) error {
 		}
 	}
 	return nil // the check reports what is left
+}
+
+// empty reports whether every shard's list is empty.
+func (r *round) empty(ctx context.Context) bool {
+	for _, key := range r.push.keys {
+		if n, err := r.h.rdb.LLen(ctx, key).Result(); err != nil || n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // check compares the end state with the truth, then drops the round's
@@ -653,7 +673,7 @@ func (r *round) check(ctx context.Context, faultStart time.Time) (*outcome, erro
 		return nil, fmt.Errorf("connect to check: %w", err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	c := &checker{db: db, rdb: r.h.rdb, key: r.push.key, everysec: r.fsync == FsyncEverysec, kills: r.h.redis.kills(faultStart)}
+	c := &checker{db: db, rdb: r.h.rdb, keys: r.push.keys, everysec: r.fsync == FsyncEverysec, kills: r.h.redis.kills(faultStart)}
 	o, err := c.check(ctx, r.truth, r.agent)
 	if err != nil {
 		return nil, fmt.Errorf("check round %d: %w", r.n, err)
@@ -673,8 +693,8 @@ func (r *round) check(ctx context.Context, faultStart time.Time) (*outcome, erro
 func (r *round) summary(res *roundResult) string {
 	lost, doubled := res.outcome.totals()
 	var b strings.Builder
-	fmt.Fprintf(&b, "round %d: %d drainers, batch %d, appendfsync %s, %d entries (%d poison, %d tracked) + %d live pushes; %d faults; lost %d, doubled %d",
-		r.n, r.drainers, r.batch, r.fsync, r.entries.Load(), r.poison.Load(), r.tracked.Load(), r.live.Load(),
+	fmt.Fprintf(&b, "round %d: %d drainers, %d shards (%d at once), batch %d, appendfsync %s, %d entries (%d poison, %d tracked) + %d live pushes; %d faults; lost %d, doubled %d",
+		r.n, r.drainers, r.shards, r.drainAt, r.batch, r.fsync, r.entries.Load(), r.poison.Load(), r.tracked.Load(), r.live.Load(),
 		total(res.faults), lost, doubled)
 	if o := res.outcome; o.statsdShort > 0 || o.everysecLost > 0 {
 		fmt.Fprintf(&b, "; statsd short %d (ambiguous commits)", o.statsdShort)

@@ -194,7 +194,7 @@ type pusher struct {
 	base  string // http://host:port
 	token string
 	rdb   *redis.Client
-	key   string // the buffer list
+	keys  []string // the buffer shards' lists
 }
 
 // events is POST /v1/events; an error means the push may or may not have
@@ -235,9 +235,9 @@ func (p *pusher) post(ctx context.Context, path string, body []byte) error {
 	return nil
 }
 
-// poison pushes raw straight into the buffer.
-func (p *pusher) poison(ctx context.Context, raw []byte) error {
-	if err := p.rdb.LPush(ctx, p.key, raw).Err(); err != nil {
+// poison pushes raw straight into shard's list.
+func (p *pusher) poison(ctx context.Context, shard int, raw []byte) error {
+	if err := p.rdb.LPush(ctx, p.keys[shard], raw).Err(); err != nil {
 		return fmt.Errorf("push poison: %w", err)
 	}
 	return nil
