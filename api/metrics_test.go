@@ -22,7 +22,7 @@ type fakeSnapshot struct {
 func (f *fakeSnapshot) Snapshot(context.Context) (pipemetrics.Snapshot, error) { return f.snap, f.err }
 
 // promStub stands in for the Prometheus handler.
-var promStub = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("uum_pipeline_total_events 7\n")) })
+var promStub = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("uum_pipeline_events_total 7\n")) })
 
 func metricsHandler(snap api.Snapshotter, access api.MetricsAccess) http.Handler {
 	cfg := config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}}}
@@ -69,11 +69,11 @@ func TestMetrics(t *testing.T) {
 		h := metricsHandler(&fakeSnapshot{}, api.MetricsAccess{})
 		rec := call(h, "GET", "/metrics", "", "")
 		require.Equal(t, http.StatusUnauthorized, rec.Code)
-		require.NotContains(t, rec.Body.String(), "uum_pipeline_total_events")
+		require.NotContains(t, rec.Body.String(), "uum_pipeline_events_total")
 		require.Equal(t, http.StatusForbidden, call(h, "GET", "/metrics", ingestToken, "").Code)
 		rec = call(h, "GET", "/metrics", readToken, "")
 		require.Equal(t, http.StatusOK, rec.Code)
-		require.Contains(t, rec.Body.String(), "uum_pipeline_total_events")
+		require.Contains(t, rec.Body.String(), "uum_pipeline_events_total")
 	})
 
 	t.Run("PrometheusTokenWhenSet", func(t *testing.T) {
@@ -89,6 +89,6 @@ func TestMetrics(t *testing.T) {
 		t.Parallel()
 		rec := call(metricsHandler(&fakeSnapshot{}, api.MetricsAccess{Open: true}), "GET", "/metrics", "", "")
 		require.Equal(t, http.StatusOK, rec.Code)
-		require.Contains(t, rec.Body.String(), "uum_pipeline_total_events")
+		require.Contains(t, rec.Body.String(), "uum_pipeline_events_total")
 	})
 }

@@ -2,15 +2,14 @@ package pipemetrics
 
 import (
 	"context"
-	"strings"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
 	"github.com/uumhq/uum"
 )
 
-// The metric names, the same for DogStatsD and, with dots as underscores,
-// Prometheus (uum.pipeline.total_events is uum_pipeline_total_events).
+// The metric names, as DogStatsD and the JSON field names know them;
+// Prometheus knows them by PrometheusName.
 const (
 	NameTotalEvents         = "uum.pipeline.total_events"
 	NamePending             = "uum.pipeline.pending"
@@ -43,8 +42,31 @@ var Names = []string{
 	NameProcessingTimeMS, NameProcessingRate, NameSeenCacheRescopes, NameUniqueUsers, NameMetricsErrors,
 }
 
-// PrometheusName returns the Prometheus name of a metric.
-func PrometheusName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+// promNames are the Prometheus names of the metrics, following
+// Prometheus's conventions: a counter ends in _total, nothing else does,
+// times since the epoch are _timestamp_seconds, and no name ends in
+// _count. NameProcessingTimeMS has none: Prometheus gets the latency
+// histogram PrometheusLatency instead of percentiles it cannot aggregate.
+var promNames = map[string]string{
+	NameTotalEvents:         "uum_pipeline_events_total",
+	NamePending:             "uum_pipeline_pending",
+	NameDelivered:           "uum_pipeline_delivered_total",
+	NameFailed:              "uum_pipeline_failed_total",
+	NameQueueDepth:          "uum_pipeline_queue_depth",
+	NameQueueLagSeconds:     "uum_pipeline_queue_lag_seconds",
+	NameDLQCount:            "uum_pipeline_dlq_open",
+	NameDLQOldestAgeSeconds: "uum_pipeline_dlq_oldest_age_seconds",
+	NameLastProcessedAt:     "uum_pipeline_last_processed_timestamp_seconds",
+	NameLastFailureAt:       "uum_pipeline_last_failure_timestamp_seconds",
+	NameProcessingRate:      "uum_pipeline_processing_rate",
+	NameSeenCacheRescopes:   "uum_pipeline_seen_cache_rescopes_total",
+	NameUniqueUsers:         "uum_unique_users",
+	NameMetricsErrors:       "uum_pipeline_metrics_errors_total",
+}
+
+// PrometheusName returns the Prometheus name of a metric of Names, or ""
+// for NameProcessingTimeMS, which Prometheus gets as PrometheusLatency.
+func PrometheusName(name string) string { return promNames[name] }
 
 // sample is one value of a snapshot under its name and tags.
 type sample struct {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -47,6 +48,16 @@ const (
 // latencyTTL keeps a minute's sketch just past the window.
 const latencyTTL = Window + 2*time.Minute
 
+// LatencyBuckets are the upper bounds, in seconds, of the buckets of the
+// buffered-to-committed latency histogram that Prometheus reads
+// (PrometheusLatency): from a drain that keeps up to a backlog of hours.
+// The default drain interval, 10 minutes, puts most latencies below 600.
+var LatencyBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600}
+
+// flushMarkerTTL is how long a latency histogram flush is remembered: far
+// longer than a client takes to resend a script whose reply it lost.
+const flushMarkerTTL = 10 * time.Minute
+
 // DLQStats reads the dead-letter queue; *store.Store satisfies it.
 type DLQStats interface {
 	// DeadLetterStats returns the number of open dead letters and the
@@ -64,6 +75,10 @@ type Metrics struct {
 	shards  int // buffer shards read; 0 or 1: shard 0 alone
 	mu      sync.Mutex
 	pending *ddsketch.DDSketch // observed, not yet flushed; nil when none
+	// pendingHist are the observed latencies by LatencyBuckets bucket,
+	// the last one above every bound, and their sum in microseconds.
+	pendingHist  []int64
+	pendingSumUS int64
 }
 
 // New returns the metrics kept in rdb under prefix, with the dead-letter
@@ -107,6 +122,16 @@ type Snapshot struct {
 	ProcessingTimeMS    Percentiles `json:"processing_time_ms"`
 	ProcessingRate      int64       `json:"processing_rate"`
 	SeenCacheRescopes   int64       `json:"seen_cache_rescopes"`
+	// latency is the latency histogram since the start, for Prometheus.
+	latency latencyHistogram
+}
+
+// latencyHistogram is the latency histogram as Redis keeps it: counts by
+// LatencyBuckets bucket (the last one above every bound), not cumulative,
+// and the sum in microseconds.
+type latencyHistogram struct {
+	counts []uint64
+	sumUS  int64
 }
 
 // addBinsScript adds sketch bin counts to a minute's hash and sets its
@@ -123,6 +148,16 @@ for i = 3, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1`)
 
+// addHistogramScript adds one flush's bucket counts to the latency
+// histogram once: the flush's marker key is set only if absent, so a
+// resent script adds nothing. KEYS[1] the histogram hash, KEYS[2] the
+// flush's marker; ARGV[1] the marker's TTL in seconds, then pairs of field
+// and count. Returns 1, or 0 for a flush already applied.
+var addHistogramScript = redis.NewScript(`
+if not redis.call('SET', KEYS[2], 1, 'NX', 'EX', ARGV[1]) then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1`)
+
 // Observe adds latencies to the sketch held in process until Flush: a
 // few hundred nanoseconds per sample on the drain's hot path, where a
 // Redis write per batch would cost milliseconds. Safe for concurrent use.
@@ -134,26 +169,37 @@ func (m *Metrics) Observe(lat []time.Duration) {
 	defer m.mu.Unlock()
 	if m.pending == nil {
 		m.pending = ddsketch.NewDDSketch(m.mapping, store.NewSparseStore(), store.NewSparseStore())
+		m.pendingHist = make([]int64, len(LatencyBuckets)+1)
 	}
 	for _, d := range lat {
+		d = max(d, 0)
 		// Add fails only for values the mapping cannot index (above
 		// ~1e300 ms or negative, clamped here).
-		_ = m.pending.Add(max(float64(d)/float64(time.Millisecond), 0))
+		_ = m.pending.Add(float64(d) / float64(time.Millisecond))
+		i, _ := slices.BinarySearch(LatencyBuckets, d.Seconds())
+		m.pendingHist[i]++
+		m.pendingSumUS += d.Microseconds()
 	}
 }
 
 // Flush adds the observed latencies to the current minute's sketch in
-// Redis, where every drainer's flushes merge, in one script call that
-// applies once however often the client resends it. On error the samples
-// are dropped: percentiles are estimates, and the script may have run.
+// Redis, where every drainer's flushes merge, and to the latency histogram
+// since the start, each in one script call that applies once however
+// often the client resends it. On error the samples are dropped:
+// percentiles are estimates, and the script may have run.
 func (m *Metrics) Flush(ctx context.Context) error {
 	m.mu.Lock()
-	sk := m.pending
-	m.pending = nil
+	sk, hist, sumUS := m.pending, m.pendingHist, m.pendingSumUS
+	m.pending, m.pendingHist, m.pendingSumUS = nil, nil, 0
 	m.mu.Unlock()
 	if sk == nil || sk.IsEmpty() {
 		return nil
 	}
+	return errors.Join(m.flushSketch(ctx, sk), m.flushHistogram(ctx, hist, sumUS))
+}
+
+// flushSketch adds sk's bins to the current minute's sketch.
+func (m *Metrics) flushSketch(ctx context.Context, sk *ddsketch.DDSketch) error {
 	args := []any{int64(latencyTTL / time.Second), flushID()}
 	sk.GetPositiveValueStore().ForEach(func(index int, count float64) bool {
 		args = append(args, index, int64(count))
@@ -167,6 +213,29 @@ func (m *Metrics) Flush(ctx context.Context) error {
 		return fmt.Errorf("record latencies: %w", err)
 	}
 	return nil
+}
+
+// flushHistogram adds bucket counts and a sum to the latency histogram.
+func (m *Metrics) flushHistogram(ctx context.Context, counts []int64, sumUS int64) error {
+	args := []any{int64(flushMarkerTTL / time.Second), "sum_us", sumUS}
+	for i, n := range counts {
+		if n > 0 {
+			args = append(args, bucketField(i), n)
+		}
+	}
+	keys := []string{rediskey.MetricsLatencyHistogram(m.prefix), rediskey.MetricsLatencyHistogramFlush(m.prefix, flushID())}
+	if err := addHistogramScript.Run(ctx, m.rdb, keys, args...).Err(); err != nil {
+		return fmt.Errorf("record latency histogram: %w", err)
+	}
+	return nil
+}
+
+// bucketField is the histogram hash's field of bucket i.
+func bucketField(i int) string {
+	if i == len(LatencyBuckets) {
+		return "inf"
+	}
+	return "b" + strconv.Itoa(i)
 }
 
 // rescopesField is the totals hash's field of CountRescope.
@@ -217,6 +286,7 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 		depth        = make([]*redis.IntCmd, n)
 		oldest       = make([]*redis.StringCmd, n)
 		sketches     []*redis.MapStringStringCmd
+		hist         *redis.MapStringStringCmd
 	)
 	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range n {
@@ -228,11 +298,12 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 		for i := range int64(Window / time.Minute) {
 			sketches = append(sketches, p.HGetAll(ctx, rediskey.MetricsLatency(m.prefix, minute-i)))
 		}
+		hist = p.HGetAll(ctx, rediskey.MetricsLatencyHistogram(m.prefix))
 		return nil
 	})
 	if err != nil {
 		// LINDEX of an empty buffer is redis.Nil, not a failure.
-		var errs []error
+		errs := []error{hist.Err()}
 		for i := range n {
 			errs = append(errs, totals[i].Err(), rate[i].Err(), depth[i].Err())
 			if !errors.Is(oldest[i].Err(), redis.Nil) {
@@ -271,6 +342,11 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 	s.Pending = s.QueueDepth
 	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {
 		return Snapshot{}, err
+	}
+	h := hist.Val()
+	s.latency = latencyHistogram{counts: make([]uint64, len(LatencyBuckets)+1), sumUS: atoi(h["sum_us"])}
+	for i := range s.latency.counts {
+		s.latency.counts[i] = uint64(max(atoi(h[bucketField(i)]), 0))
 	}
 	return s, nil
 }

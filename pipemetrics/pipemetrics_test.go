@@ -20,6 +20,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/redistest"
 )
 
@@ -77,7 +78,7 @@ func TestSnapshot(t *testing.T) {
 		b := setup(t)
 		s, err := b.m.Snapshot(ctx)
 		require.NoError(t, err)
-		require.Equal(t, Snapshot{}, s)
+		require.Equal(t, Snapshot{latency: latencyHistogram{counts: histogramCounts(nil)}}, s)
 	})
 
 	t.Run("TotalsAndRateFromTrims", func(t *testing.T) {
@@ -142,6 +143,27 @@ func TestSnapshot(t *testing.T) {
 		s, err := b.m.Snapshot(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(4), s.ProcessingTimeMS.Samples)
+		require.Equal(t, latencyHistogram{counts: histogramCounts(map[int]uint64{0: 3, 2: 1}), sumUS: 1_003_000}, s.latency,
+			"the histogram too")
+	})
+
+	// The histogram buckets by upper bound (a latency equal to a bound is
+	// in its bucket), keeps what is above every bound, and adds every
+	// drainer's flushes since the start, past the percentiles' window.
+	t.Run("HistogramSinceTheStart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NoError(t, b.m.RecordLatencies(ctx, []time.Duration{100 * time.Millisecond, 101 * time.Millisecond, 30 * time.Hour}))
+		b.m.now = func() time.Time { return b.now.Add(time.Hour) }
+		other := New(b.rdb, b.prefix, b.dlq)
+		require.NoError(t, other.RecordLatencies(ctx, []time.Duration{10 * time.Minute, -time.Second}))
+		s, err := b.m.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Zero(t, s.ProcessingTimeMS.Samples, "out of the percentiles' window")
+		require.Equal(t, latencyHistogram{
+			counts: histogramCounts(map[int]uint64{0: 2, 1: 1, 10: 1, len(LatencyBuckets): 1}),
+			sumUS:  (100_000 + 101_000 + 30*3600*1_000_000 + 600*1_000_000),
+		}, s.latency)
 	})
 
 	t.Run("PercentilesWithinTheSketchError", func(t *testing.T) {
@@ -183,6 +205,16 @@ func TestSnapshot(t *testing.T) {
 	})
 }
 
+// histogramCounts is a histogram's per-bucket counts from the non-zero
+// ones.
+func histogramCounts(nonZero map[int]uint64) []uint64 {
+	out := make([]uint64, len(LatencyBuckets)+1)
+	for i, n := range nonZero {
+		out[i] = n
+	}
+	return out
+}
+
 func redistestKeys(t *testing.T, b *testBundle) []string {
 	t.Helper()
 	return redistest.Keys(t, b.rdb, b.prefix+"*metrics*")
@@ -200,19 +232,25 @@ func TestPrometheus(t *testing.T) {
 	b.trim(t, 3, 1, b.now)
 	require.NoError(t, b.m.RecordLatencies(context.Background(), []time.Duration{time.Second}))
 	body := scrape(t, b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
-	require.Contains(t, body, "uum_pipeline_total_events 3\n")
-	require.Contains(t, body, "# TYPE uum_pipeline_total_events counter")
-	require.Contains(t, body, "uum_pipeline_failed 1\n")
-	require.Contains(t, body, `uum_pipeline_processing_time_ms{quantile="0.99"}`)
-	require.Contains(t, body, `uum_unique_users_total{event_name="login"} 7`)
+	require.Contains(t, body, "uum_pipeline_events_total 3\n")
+	require.Contains(t, body, "# TYPE uum_pipeline_events_total counter")
+	require.Contains(t, body, "uum_pipeline_failed_total 1\n")
+	require.Contains(t, body, "# TYPE uum_pipeline_processing_seconds histogram")
+	require.Contains(t, body, `uum_pipeline_processing_seconds_bucket{le="1"} 1`)
+	require.Contains(t, body, `uum_pipeline_processing_seconds_bucket{le="0.5"} 0`)
+	require.Contains(t, body, "uum_pipeline_processing_seconds_sum 1\n")
+	require.Contains(t, body, `uum_unique_users{event_name="login"} 7`)
+	require.NotContains(t, body, "_ms", "base units")
 	for _, sm := range (Snapshot{LastProcessedAt: &b.now, LastFailureAt: &b.now, ProcessingTimeMS: Percentiles{Samples: 1}}).samples() {
-		require.Contains(t, body, PrometheusName(sm.name), "every snapshot field is exported")
 		require.Contains(t, Names, sm.name)
 		require.NotEmpty(t, help[sm.name], sm.name)
+		if sm.name != NameProcessingTimeMS {
+			require.Contains(t, body, PrometheusName(sm.name)+" ", "every snapshot field is exported")
+		}
 	}
-
 	require.Contains(t, body, `uum_up{dependency="redis"} 1`)
 	require.Contains(t, body, `uum_up{dependency="postgres"} 1`)
+	promtooltest.CheckMetrics(t, body)
 
 	t.Run("PostgresDownServesRedisFigures", func(t *testing.T) {
 		t.Parallel()
@@ -222,9 +260,9 @@ func TestPrometheus(t *testing.T) {
 		body := scrape(t, b.m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
 		require.Contains(t, body, `uum_up{dependency="postgres"} 0`)
 		require.Contains(t, body, `uum_up{dependency="redis"} 1`)
-		require.Contains(t, body, "uum_pipeline_total_events 3\n")
-		require.NotContains(t, body, "uum_pipeline_dlq_count")
-		require.NotContains(t, body, "uum_unique_users_total")
+		require.Contains(t, body, "uum_pipeline_events_total 3\n")
+		require.NotContains(t, body, "uum_pipeline_dlq_open")
+		require.NotContains(t, body, "uum_unique_users")
 		require.NotContains(t, body, "10.1.2.3")
 	})
 
@@ -240,9 +278,10 @@ func TestPrometheus(t *testing.T) {
 		body := scrape(t, m, fakeCounts{{EventName: "login", UniqueUsers: 7}})
 		require.Contains(t, body, `uum_up{dependency="redis"} 0`)
 		require.Contains(t, body, `uum_up{dependency="postgres"} 1`)
-		require.Contains(t, body, "uum_pipeline_dlq_count 2\n")
-		require.Contains(t, body, `uum_unique_users_total{event_name="login"} 7`)
-		require.NotContains(t, body, "uum_pipeline_total_events")
+		require.Contains(t, body, "uum_pipeline_dlq_open 2\n")
+		require.Contains(t, body, `uum_unique_users{event_name="login"} 7`)
+		require.NotContains(t, body, "uum_pipeline_events_total")
+		require.NotContains(t, body, "uum_pipeline_processing_seconds")
 		require.NotContains(t, body, addr, "no internal address in a response")
 	})
 }

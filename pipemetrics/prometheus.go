@@ -23,8 +23,8 @@ var help = map[string]string{
 	NameQueueLagSeconds:     "Age of the oldest buffered entry; 0 when empty or unknown (version 1 entries).",
 	NameDLQCount:            "Dead letters not yet replayed or deleted.",
 	NameDLQOldestAgeSeconds: "Age of the oldest open dead letter; 0 when none is open.",
-	NameLastProcessedAt:     "Unix time of the last trimmed batch.",
-	NameLastFailureAt:       "Unix time of the last batch with a dead letter.",
+	NameLastProcessedAt:     "Unix time of the last trimmed batch, in seconds.",
+	NameLastFailureAt:       "Unix time of the last batch with a dead letter, in seconds.",
 	NameProcessingTimeMS:    "Buffered-to-committed latency percentiles over the last 15 minutes, in ms.",
 	NameProcessingRate:      "Entries drained in the last 60 seconds.",
 	NameSeenCacheRescopes:   "New seen-cache scopes started because the database went back in time.",
@@ -35,11 +35,22 @@ var help = map[string]string{
 // Postgres are read side by side, so a hung one costs at most this.
 const collectTimeout = 5 * time.Second
 
-// PrometheusUp is the Prometheus-only gauge telling, per label dependency
-// ("redis" or "postgres"), whether the last scrape could read it: 1 or 0.
-const PrometheusUp = "uum_up"
+// Prometheus-only metrics.
+const (
+	// PrometheusUp is the gauge telling, per label dependency ("redis" or
+	// "postgres"), whether the last scrape could read it: 1 or 0.
+	PrometheusUp = "uum_up"
+	// PrometheusLatency is the histogram of the buffered-to-committed
+	// latency of every entry that carried its buffered-at time, in
+	// seconds, since the start (kept in Redis, merged across drainers):
+	// Prometheus computes any quantile over any window from it.
+	PrometheusLatency = "uum_pipeline_processing_seconds"
+)
 
-var upDesc = prometheus.NewDesc(PrometheusUp, "Whether this scrape could read the dependency (1) or not (0); its figures are left out when 0.", []string{"dependency"}, nil)
+var (
+	upDesc      = prometheus.NewDesc(PrometheusUp, "Whether this scrape could read the dependency (1) or not (0); its figures are left out when 0.", []string{"dependency"}, nil)
+	latencyDesc = prometheus.NewDesc(PrometheusLatency, "Buffered-to-committed latency of drained entries that carry their buffered-at time, in seconds, since the start.", nil, nil)
+)
 
 // collector reads a fresh snapshot on every scrape.
 type collector struct {
@@ -79,9 +90,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	<-done
 	s.DLQCount, s.DLQOldestAgeSeconds = open, age
 	for _, sm := range s.samples() {
-		if sm.pg && pgErr == nil || !sm.pg && redisErr == nil {
+		if PrometheusName(sm.name) != "" && (sm.pg && pgErr == nil || !sm.pg && redisErr == nil) {
 			ch <- sm.metric()
 		}
+	}
+	if redisErr == nil {
+		ch <- s.latency.metric()
 	}
 	desc := prometheus.NewDesc(PrometheusName(NameUniqueUsers), help[NameUniqueUsers], []string{"event_name"}, nil)
 	for _, n := range counts {
@@ -105,6 +119,19 @@ func (sm sample) metric() prometheus.Metric {
 	return prometheus.MustNewConstMetric(prometheus.NewDesc(PrometheusName(sm.name), help[sm.name], keys, nil), kind, sm.value, values...)
 }
 
+// metric is h as a Prometheus histogram: cumulative buckets, in seconds.
+func (h latencyHistogram) metric() prometheus.Metric {
+	buckets := make(map[float64]uint64, len(LatencyBuckets))
+	var n uint64
+	for i, c := range h.counts {
+		n += c
+		if i < len(LatencyBuckets) {
+			buckets[LatencyBuckets[i]] = n
+		}
+	}
+	return prometheus.MustNewConstHistogram(latencyDesc, n, float64(h.sumUS)/1e6, buckets)
+}
+
 // up sends uum_up for dependency and logs its error, if any.
 func (c collector) up(ch chan<- prometheus.Metric, dependency string, err error) {
 	v := 1.0
@@ -115,12 +142,18 @@ func (c collector) up(ch chan<- prometheus.Metric, dependency string, err error)
 	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, v, dependency)
 }
 
-// PrometheusHandler serves the snapshot, and the unique-user totals of
-// counts if not nil, as Prometheus text, with uum_up per dependency. A
-// failed read leaves that dependency's figures out (logged to logger) and
-// still answers 200.
-func PrometheusHandler(m *Metrics, counts CountReader, logger *slog.Logger) http.Handler {
+// Collector reads the snapshot, the latency histogram and the unique-user
+// totals of counts (if not nil) on every scrape, under their Prometheus
+// names, with uum_up per dependency. A failed read leaves that
+// dependency's figures out (logged to logger); the scrape goes on.
+func Collector(m *Metrics, counts CountReader, logger *slog.Logger) prometheus.Collector {
+	return collector{m: m, counts: counts, logger: logger}
+}
+
+// PrometheusHandler serves the Collector of m and counts, and any others,
+// as Prometheus text; it answers 200 whatever a dependency does.
+func PrometheusHandler(m *Metrics, counts CountReader, logger *slog.Logger, others ...prometheus.Collector) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector{m: m, counts: counts, logger: logger})
+	reg.MustRegister(append(others, Collector(m, counts, logger))...)
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 }

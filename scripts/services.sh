@@ -13,12 +13,15 @@
 #       TEST_REDIS_URL     (default redis://127.0.0.1:6379/0)
 #       TEST_REDIS_SERVER  (default: redis-server on PATH, installed if missing)
 #       TEST_CHROMIUM      (default: chromium on PATH, installed if missing)
+#       TEST_PROMTOOL      (default: promtool on PATH, installed if missing)
 #
 # Servers that already answer are used as they are. Missing redis-server or
 # PostgreSQL binaries are installed with apt-get (as root, or through sudo).
 # test also makes sure the redis-server binary is installed: the asynq tests
-# start a private redis-server of their own; and Chromium, which the
-# console's browser tests drive. Migrations are not run here:
+# start a private redis-server of their own; Chromium, which the
+# console's browser tests drive; and promtool (Debian's prometheus
+# package), which checks /metrics and the alert rules. Migrations are not
+# run here:
 # the binaries and the tests migrate on start.
 #
 # PostgreSQL: apt-get's package creates a "main" cluster (and starts it where
@@ -269,6 +272,24 @@ ensure_chromium() {
 	command -v apt-get >/dev/null ||
 		die "the console's browser tests drive Chromium: install it (macOS: brew install --cask chromium), or set TEST_CHROMIUM to its path"
 	apt_install TEST_CHROMIUM chromium
+}
+
+# ensure_promtool: the metrics tests run promtool (check metrics, check
+# rules, test rules), from Debian's prometheus package; they look for it on
+# PATH or at TEST_PROMTOOL. Where systemd runs, the package also starts a
+# Prometheus server on :9090: promtool was missing, so the package, and
+# that server, are ours; it is stopped and disabled, as uum needs only
+# the tool.
+ensure_promtool() {
+	[[ -n ${TEST_PROMTOOL:-} ]] && return 0
+	command -v promtool >/dev/null && return 0
+	command -v apt-get >/dev/null ||
+		die "the metrics tests run promtool: install Prometheus (macOS: brew install prometheus), or set TEST_PROMTOOL to its promtool"
+	apt_install TEST_PROMTOOL prometheus
+	if [[ -d /run/systemd/system ]] && systemctl is-active --quiet prometheus 2>/dev/null; then
+		log "stopping the Prometheus server the package started (uum needs only promtool)"
+		"${SUDO[@]}" systemctl disable --now prometheus >&2 9>&- || log "could not stop it: systemctl disable --now prometheus"
+	fi
 }
 
 # ---------------------------------------------------------------- postgres
@@ -617,6 +638,7 @@ all)
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
 	ensure_chromium
+	ensure_promtool
 	ensure_postgres UUM_DATABASE_URL
 	ensure_postgres TEST_DATABASE_URL
 	;;
@@ -628,6 +650,7 @@ test)
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
 	ensure_chromium
+	ensure_promtool
 	ensure_postgres TEST_DATABASE_URL
 	;;
 stop) stop_local ;;

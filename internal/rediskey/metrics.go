@@ -50,3 +50,18 @@ func MetricsHistory(prefix string, shard int) string {
 func MetricsReconciliation(prefix string) string {
 	return prefix + "metrics:last_reconciliation"
 }
+
+// MetricsLatencyHistogram returns the hash of the buffered-to-committed
+// latency histogram since the start, never expired: per bucket
+// ("b<index>", "inf") the number of latencies in it, "sum_us" their sum in
+// microseconds. Its {latency_hist} tag puts it on the slot of its flush
+// markers.
+func MetricsLatencyHistogram(prefix string) string {
+	return prefix + "metrics:{latency_hist}:buckets"
+}
+
+// MetricsLatencyHistogramFlush returns the marker of one flush applied to
+// the latency histogram, which expires once no resend can come.
+func MetricsLatencyHistogramFlush(prefix, id string) string {
+	return prefix + "metrics:{latency_hist}:flush:" + id
+}

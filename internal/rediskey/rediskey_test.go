@@ -19,6 +19,12 @@ func TestKeys(t *testing.T) {
 		require.Equal(t, "p:metrics:{buffer:3}:last_run", rediskey.MetricsLastRun("p:", 3))
 	})
 
+	t.Run("LatencyHistogramAndFlushMarkersShareHashTag", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, "p:metrics:{latency_hist}:buckets", rediskey.MetricsLatencyHistogram("p:"))
+		require.Equal(t, "p:metrics:{latency_hist}:flush:ab12", rediskey.MetricsLatencyHistogramFlush("p:", "ab12"))
+	})
+
 	t.Run("SeenKeyNamesGenerationAndBucket", func(t *testing.T) {
 		t.Parallel()
 		require.Equal(t, "p:s:{0a1b2c3d.0:25}:12:345", rediskey.Seen("p:", "0a1b2c3d.0", 12, 345, 64))
