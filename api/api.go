@@ -120,15 +120,24 @@ func New(cfg config.API, events EventLogger, counts CountReader, ready map[strin
 }
 
 // Probes returns a handler serving only /healthz and /readyz, with the
-// same answers as New's: for a process without the API, such as the
-// processor (UUM_PROCESSOR_HEALTH_ADDR). A nil logger discards logs.
-func Probes(ready map[string]Pinger, logger *slog.Logger) http.Handler {
+// same answers as New's, and, given WithMetrics, GET /metrics to the
+// readers its MetricsAccess allows (without API tokens, its Token or
+// Open): for a process without the API, such as the processor
+// (UUM_PROCESSOR_HEALTH_ADDR). Other options are ignored. A nil logger
+// discards logs.
+func Probes(ready map[string]Pinger, logger *slog.Logger, opts ...Option) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &server{ready: ready, logger: logger, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.mux.HandleFunc(routeHealthz, s.healthz)
 	s.mux.HandleFunc(routeReadyz, s.readyz)
+	if s.metrics != nil && s.metrics.prom != nil {
+		s.mux.HandleFunc("GET /metrics", s.prometheus)
+	}
 	return s
 }
 

@@ -111,7 +111,7 @@ type Processor struct {
 	MaxEventNames int `env:"UUM_MAX_EVENT_NAMES" envDefault:"10000" bin:"processor" desc:"Most distinct event names the drain registers; entries with new names beyond it are dead-lettered (set UUM_EVENT_NAMES in production)."`
 	// HealthAddr is the host:port of the processor's /healthz and /readyz;
 	// empty serves none.
-	HealthAddr string `env:"UUM_PROCESSOR_HEALTH_ADDR" bin:"processor" desc:"Listen address of the processor's /healthz and /readyz (host:port); empty serves none."`
+	HealthAddr string `env:"UUM_PROCESSOR_HEALTH_ADDR" bin:"processor" desc:"Listen address of the processor's /healthz, /readyz and /metrics (host:port); empty serves none."`
 }
 
 // Cache configures the Redis cache of (user, event) pairs already counted.

@@ -13,11 +13,11 @@ type Operations struct {
 	ReconcileInterval time.Duration `env:"UUM_RECONCILE_INTERVAL" envDefault:"5m" bin:"processor" desc:"Time between runs of the reconciliation task, which also applies UUM_DLQ_RETENTION (at least 1s)."`
 	// MetricsToken, when set, is a bearer token GET /metrics accepts
 	// besides the read-scope tokens of API.Tokens.
-	MetricsToken string `env:"UUM_METRICS_TOKEN" bin:"api" desc:"Bearer token GET /metrics (Prometheus) accepts besides any read or admin token of UUM_API_TOKENS, at least 16 characters."`
+	MetricsToken string `env:"UUM_METRICS_TOKEN" desc:"Bearer token GET /metrics (Prometheus) accepts, at least 16 characters: the API's besides its read and admin tokens, the processor's (on its health address) as the only one."`
 	// MetricsOpen serves GET /metrics without a token. Its zero value,
 	// the default, requires one: the figures include every event's
 	// unique-user count.
-	MetricsOpen bool `env:"UUM_METRICS_OPEN" envDefault:"false" bin:"api" desc:"Whether GET /metrics is served without a token (true/false, 1/0, yes/no); it serves every event's unique-user count."`
+	MetricsOpen bool `env:"UUM_METRICS_OPEN" envDefault:"false" desc:"Whether GET /metrics (the API's, and the processor's on its health address) is served without a token (true/false, 1/0, yes/no); it serves every event's unique-user count."`
 }
 
 func (o Operations) validate(r *report) {

@@ -21,7 +21,6 @@ import (
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/console"
 	"github.com/uumhq/uum/dlq"
-	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -75,7 +74,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
 	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
-		api.WithMetrics(deps.Pipeline, pipemetrics.PrometheusHandler(deps.Pipeline, deps.Store, logger),
+		api.WithMetrics(deps.Pipeline, deps.PrometheusHandler(),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),
 		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL),

@@ -141,7 +141,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	return nil
 }
 
-// serveHealth serves /healthz and /readyz on addr (UUM_PROCESSOR_HEALTH_ADDR)
+// serveHealth serves /healthz, /readyz and /metrics on addr (UUM_PROCESSOR_HEALTH_ADDR)
 // with the API's answers, until the returned stop is called. An empty
 // addr serves nothing.
 func serveHealth(ctx context.Context, addr string, deps *app.App, logger *slog.Logger) (stop func(), err error) {
@@ -156,7 +156,8 @@ func serveHealth(ctx context.Context, addr string, deps *app.App, logger *slog.L
 		Handler: api.Probes(map[string]api.Pinger{
 			"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 			"postgres": deps.Store,
-		}, logger),
+		}, logger, api.WithMetrics(deps.Pipeline, deps.PrometheusHandler(),
+			api.MetricsAccess{Token: deps.Config.Operations.MetricsToken, Open: deps.Config.Operations.MetricsOpen})),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}

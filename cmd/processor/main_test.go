@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
 )
@@ -412,14 +414,24 @@ func TestRunServiceHealth(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	b.Env["UUM_PROCESSOR_HEALTH_ADDR"] = addr
+	const metricsToken = "prometheus-scrape-token-1"
+	b.Env["UUM_METRICS_TOKEN"] = metricsToken
+	b.Env["UUM_DRAIN_INTERVAL"] = "1s"
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, nil, b.Env.Environ(), b.stdout, b.stderr) }()
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
+	getWith := func(path, token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return 0, ""
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, ""
 		}
@@ -427,13 +439,32 @@ func TestRunServiceHealth(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, strings.TrimSpace(string(body))
 	}
+	get := func(path string) (int, string) { return getWith(path, "") }
 	require.Eventually(t, func() bool { code, _ := get("/healthz"); return code == http.StatusOK },
 		20*time.Second, 20*time.Millisecond, "the processor serves /healthz")
 	code, body := get("/readyz")
 	require.Equal(t, http.StatusOK, code)
 	require.JSONEq(t, `{"status":"ok"}`, body)
 	code, _ = get("/v1/unique-counts")
-	require.Equal(t, http.StatusNotFound, code, "only the probes are served")
+	require.Equal(t, http.StatusNotFound, code, "only the probes and /metrics are served")
+
+	// /metrics: what the processor sends to DogStatsD, under Prometheus's
+	// conventions, with the pipeline and the process's own figures.
+	code, _ = get("/metrics")
+	require.Equal(t, http.StatusUnauthorized, code, "UUM_METRICS_TOKEN guards it")
+	b.push(t, `{"v":2,"user_id":"`+userA+`","event_name":"mhv_rx_accessed","buffered_at":`+strconv.FormatInt(time.Now().UnixMilli(), 10)+`}`)
+	var metrics string
+	require.Eventually(t, func() bool {
+		code, metrics = getWith("/metrics", metricsToken)
+		return code == http.StatusOK && strings.Contains(metrics, `uum_unique_user_metrics_event_total{event_name="mhv_rx_accessed"} 1`) &&
+			strings.Contains(metrics, `uum_pipeline_processing_seconds_bucket{le="+Inf"} 1`)
+	}, 20*time.Second, 50*time.Millisecond, "a drain's DogStatsD counts reach /metrics")
+	for _, want := range []string{"uum_processor_job_iterations ", "# TYPE uum_processor_job_job_duration_seconds histogram",
+		`uum_pipeline_processing_seconds_bucket{le="+Inf"} 1`, `uum_up{dependency="redis"} 1`, `uum_up{dependency="postgres"} 1`,
+		"uum_pipeline_events_total 1", "go_goroutines ", "process_resident_memory_bytes "} {
+		require.Contains(t, metrics, want)
+	}
+	promtooltest.CheckMetrics(t, metrics+"\n")
 
 	cancel()
 	select {

@@ -2,6 +2,7 @@ package statsdtest
 
 import (
 	"sync"
+	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 )
@@ -43,6 +44,11 @@ func (r *Recorder) Gauge(name string, value float64, tags []string, _ float64) e
 // Histogram records a histogram value.
 func (r *Recorder) Histogram(name string, value float64, tags []string, _ float64) error {
 	return r.add(name, value, "h", tags)
+}
+
+// Timing records a timing, in milliseconds as DogStatsD gets it.
+func (r *Recorder) Timing(name string, value time.Duration, tags []string, _ float64) error {
+	return r.add(name, float64(value)/float64(time.Millisecond), "ms", tags)
 }
 
 // Metrics returns everything recorded so far.

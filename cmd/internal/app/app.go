@@ -9,13 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/cmd/internal/promstats"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/pipemetrics"
@@ -37,13 +40,17 @@ type App struct {
 	Store   *store.Store
 	Buffer  *buffer.List
 	Seen    *seencache.Cache
-	Stats   statsd.ClientInterface
+	// Stats sends to DogStatsD (UUM_STATSD_ADDR, or nowhere) and keeps
+	// every figure for Prometheus too (PrometheusHandler).
+	Stats statsd.ClientInterface
 	// Pipeline reads and records the pipeline metrics.
 	Pipeline *pipemetrics.Metrics
 	// Counters are the counter definitions of UUM_COUNTERS_FILE; nil
 	// without one.
 	Counters *rules.Set
 	logger   *slog.Logger
+	// prom is Stats as a Prometheus collector.
+	prom *promstats.Client
 	// closers stop what was built over the dependencies (Producer), last
 	// first, before Close closes the dependencies.
 	closers []func()
@@ -71,9 +78,12 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if err := migrations.Apply(ctx, a.Pool, logger, migrations.WithPartitions(cfg.Database.Partitions)); err != nil {
 		return nil, err
 	}
-	if a.Stats, err = openStatsd(cfg.Statsd); err != nil {
+	stats, err := openStatsd(cfg.Statsd)
+	if err != nil {
 		return nil, err
 	}
+	a.prom = promstats.New(stats, logger.With("component", "promstats"))
+	a.Stats = a.prom
 	var opts []store.Option
 	if cfg.Database.ReadURL != "" {
 		if a.Replica, err = store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout); err != nil {
@@ -129,6 +139,15 @@ func openStatsd(cfg config.Statsd) (statsd.ClientInterface, error) {
 		return nil, fmt.Errorf("UUM_STATSD_ADDR: %w", err)
 	}
 	return c, nil
+}
+
+// PrometheusHandler serves the process's metrics as Prometheus text, to be
+// mounted at /metrics: the pipeline snapshot (pipemetrics.Collector, with
+// uum_up per dependency), everything the process sent to DogStatsD under
+// its Prometheus name (promstats), and Go's and the process's own.
+func (a *App) PrometheusHandler() http.Handler {
+	return pipemetrics.PrometheusHandler(a.Pipeline, a.Store, a.logger.With("component", "metrics"),
+		a.prom, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 }
 
 // Close stops what Producer built, flushes statsd, then closes Redis and
