@@ -40,7 +40,7 @@ help: ## List the targets
 run: ## Start the whole service (PostgreSQL and Redis if needed, then API + processor)
 	@scripts/run.sh
 
-test: ## Run the tests (starts PostgreSQL and Redis if needed, installs Chromium)
+test: ## Run the tests (starts PostgreSQL and Redis if needed, installs Chromium and promtool)
 	@scripts/services.sh test
 	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
 	UUM_BROWSER_TESTS=require $(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...

@@ -1,6 +1,9 @@
 package promstats
 
 import (
+	"regexp"
+	"slices"
+
 	"github.com/uumhq/uum/dlq"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
@@ -113,4 +116,45 @@ var Metrics = []Metric{
 	{Statsd: uniqueevents.MetricLogDuration, Name: "uum_unique_user_metrics_log_events_duration_seconds", Kind: Histogram,
 		Labels: []string{"outcome"}, Buckets: pushBuckets, Millis: true,
 		Help: "Duration of LogEvents calls that reached the Redis push, in seconds."},
+}
+
+// SeriesNames returns the name of every uum series /metrics can serve:
+// the pipeline snapshot's (pipemetrics), uum_up, and those of Metrics,
+// with a histogram's _bucket, _sum and _count. Rules and dashboards
+// may refer to these and no others.
+func SeriesNames() []string {
+	var out []string
+	histogram := func(name string) {
+		out = append(out, name+"_bucket", name+"_sum", name+"_count")
+	}
+	for _, n := range pipemetrics.Names {
+		if p := pipemetrics.PrometheusName(n); p != "" {
+			out = append(out, p)
+		}
+	}
+	out = append(out, pipemetrics.PrometheusUp)
+	histogram(pipemetrics.PrometheusLatency)
+	for _, m := range Metrics {
+		if m.Kind == Histogram {
+			histogram(m.Name)
+		} else {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// seriesRef matches a uum series name in PromQL.
+var seriesRef = regexp.MustCompile(`\buum_[a-z0-9_]+`)
+
+// Unserved returns the uum series a PromQL expression refers to that are
+// not among SeriesNames.
+func Unserved(expr string) []string {
+	var out []string
+	for _, name := range seriesRef.FindAllString(expr, -1) {
+		if !slices.Contains(SeriesNames(), name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
