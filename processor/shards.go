@@ -140,6 +140,32 @@ func (d *Drainer) DrainAll(ctx context.Context) (Summary, error) {
 	return total, errors.Join(errs...)
 }
 
+// measureDepth sets sum's depth to the sum of every shard's length,
+// the leftovers beyond n included.
+func (s *shards) measureDepth(ctx context.Context, d *Drainer, sum *Summary) {
+	var depth int64
+	if s.lens != nil {
+		lens, err := s.lens(ctx, 0, max(s.max, s.n))
+		if err != nil {
+			d.logger.WarnContext(ctx, "buffer shard lengths after drain", "error", err)
+			return
+		}
+		for _, l := range lens {
+			depth += l
+		}
+	} else {
+		for i := range s.n {
+			l, err := s.shard(d, i).buf.Len(ctx)
+			if err != nil {
+				d.logger.WarnContext(ctx, "buffer length after drain", "shard", i, "error", err)
+				return
+			}
+			depth += l
+		}
+	}
+	sum.QueueDepth, sum.Backlog = depth, depth > 0
+}
+
 // addShard adds one shard's run to s: unlike runs one after another
 // (add), the shards' depths add up.
 func (s *Summary) addShard(o Summary) {

@@ -38,12 +38,14 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 		d.logger.InfoContext(ctx, "drain stopped: time limit reached", "limit", limit.String())
 	}
 	// The last run's depth may predate the time limit or be unknown (a
-	// run stopped before its first batch); measure it afresh.
-	// A sharded run's depth is its shards' sum, measured by each.
+	// run stopped before its first batch, or before it listed the
+	// shards); measure it afresh.
+	lctx, lcancel := detach(ctx, finishTimeout)
+	defer lcancel()
 	if d.shards == nil {
-		lctx, lcancel := detach(ctx, finishTimeout)
-		defer lcancel()
 		d.measureDepth(lctx, &total)
+	} else {
+		d.shards.measureDepth(lctx, d, &total)
 	}
 	total.DurationMS = time.Since(start).Milliseconds()
 	return total, nil
