@@ -133,7 +133,7 @@ func (s *fakeStore) UniqueCounts(context.Context, string) ([]uum.Count, error) {
 	return nil, errors.New("fake store: no unique counts")
 }
 
-func (s *fakeStore) EventDays(_ context.Context, name string, _, _ time.Time) (store.EventDays, error) {
+func (s *fakeStore) EventDays(_ context.Context, name string, _, _ time.Time, _ bool) (store.EventDays, error) {
 	return s.days[name], s.err
 }
 

@@ -21,7 +21,7 @@ func TestUniqueSeries(t *testing.T) {
 		day := func(date string, hour int, n int64) store.Day {
 			d, err := time.Parse(time.DateOnly, date)
 			require.NoError(t, err)
-			out := store.Day{Date: d}
+			out := store.Day{Date: d, NewUsers: n}
 			out.ByHour[hour] = n
 			return out
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // EventDays is what the series of one event is computed from: its new
@@ -18,52 +20,67 @@ type EventDays struct {
 	Total int64
 }
 
-// Day is one UTC day's new unique users of an event, by UTC hour.
+// Day is one UTC day's new unique users of an event, and by UTC hour
+// when asked for.
 type Day struct {
 	// Date is the day's midnight, UTC.
 	Date time.Time
-	// ByHour[h] is the number of users first seen from h:00 to h:59 UTC.
+	// NewUsers is the number of users first seen that day.
+	NewUsers int64
+	// ByHour[h] is the number of users first seen from h:00 to h:59 UTC;
+	// zeros unless EventDays was asked for hours.
 	ByHour [24]int64
 }
 
 // eventDaysSQL reads everything in one statement, so one snapshot: the
 // total, the sum before the range and the range agree with each other.
-// The range's hours come as one two-dimensional array, a row of 24 a day
-// (unnesting them to sort 24 times the rows costs ten times more).
+// The days come as offsets from $2, and their counts ($4: the hours, as
+// one two-dimensional array, a row of 24 a day; else each day's count):
+// unnesting the hours to sort 24 times the rows costs ten times more, and
+// decoding one flat array per column is the cheapest for pgx.
 const eventDaysSQL = `
 SELECT
 	coalesce((SELECT unique_users FROM unique_event_totals WHERE event_name = $1), 0),
 	coalesce((SELECT sum(new_users) FROM unique_event_days WHERE event_name = $1 AND day < $2), 0)::bigint,
-	ARRAY(SELECT day FROM unique_event_days WHERE event_name = $1 AND day BETWEEN $2 AND $3 ORDER BY day),
-	ARRAY(SELECT by_hour FROM unique_event_days WHERE event_name = $1 AND day BETWEEN $2 AND $3 ORDER BY day)`
+	ARRAY(SELECT day - $2::date FROM unique_event_days WHERE event_name = $1 AND day BETWEEN $2 AND $3 ORDER BY day),
+	ARRAY(SELECT new_users FROM unique_event_days WHERE event_name = $1 AND day BETWEEN $2 AND $3 AND NOT $4 ORDER BY day),
+	ARRAY(SELECT by_hour FROM unique_event_days WHERE event_name = $1 AND day BETWEEN $2 AND $3 AND $4 ORDER BY day)`
 
 // EventDays returns the new unique users of eventName on each UTC day from
-// from to to (both included; their dates count, in UTC), the number first
-// seen before from, and the event's total. It reads from the replica when
-// one is configured. A name never counted has no days and zero totals.
-func (s *Store) EventDays(ctx context.Context, eventName string, from, to time.Time) (EventDays, error) {
+// from to to (both included; their dates count, in UTC), by UTC hour too
+// when byHour, the number first seen before from, and the event's total.
+// It reads from the replica when one is configured. A name never counted
+// has no days and zero totals.
+func (s *Store) EventDays(ctx context.Context, eventName string, from, to time.Time, byHour bool) (EventDays, error) {
 	var (
-		out   EventDays
-		dates []time.Time
-		hours [][]int64
+		out    EventDays
+		offset []int32
+		counts []int64
+		hours  pgtype.FlatArray[int64]
 	)
+	first := utcDate(from)
 	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
-		return db.QueryRow(ctx, eventDaysSQL, eventName, utcDate(from), utcDate(to)).
-			Scan(&out.Total, &out.Before, &dates, &hours)
+		return db.QueryRow(ctx, eventDaysSQL, eventName, first, utcDate(to), byHour).
+			Scan(&out.Total, &out.Before, &offset, &counts, &hours)
 	})
 	if err != nil {
 		return EventDays{}, fmt.Errorf("event days: %w", interpret(err))
 	}
-	if len(hours) != len(dates) {
-		return EventDays{}, fmt.Errorf("event days: %d rows of hours for %d days", len(hours), len(dates))
+	if byHour && len(hours) != 24*len(offset) || !byHour && len(counts) != len(offset) {
+		return EventDays{}, fmt.Errorf("event days: %d counts and %d hours for %d days", len(counts), len(hours), len(offset))
 	}
-	out.Days = make([]Day, len(dates))
-	for i, d := range dates {
-		if len(hours[i]) != 24 {
-			return EventDays{}, fmt.Errorf("event days: %d hours on %s", len(hours[i]), d.Format(time.DateOnly))
+	out.Days = make([]Day, len(offset))
+	for i, o := range offset {
+		d := &out.Days[i]
+		d.Date = first.AddDate(0, 0, int(o))
+		if !byHour {
+			d.NewUsers = counts[i]
+			continue
 		}
-		out.Days[i].Date = utcDate(d)
-		copy(out.Days[i].ByHour[:], hours[i])
+		copy(d.ByHour[:], hours[24*i:])
+		for _, n := range d.ByHour {
+			d.NewUsers += n
+		}
 	}
 	return out, nil
 }

@@ -158,7 +158,7 @@ func checkDrainStatements(t *testing.T, st *store.Store, user uum.UUID) {
 		require.NoError(t, err)
 		require.Equal(t, []uum.Count{{EventName: name, UniqueUsers: want}}, counts)
 	}
-	days, err := st.EventDays(ctx, "old", earlier, earlier.AddDate(0, 0, 1))
+	days, err := st.EventDays(ctx, "old", earlier, earlier.AddDate(0, 0, 1), true)
 	require.NoError(t, err)
 	require.Len(t, days.Days, 2)
 	require.Equal(t, int64(2), days.Days[0].ByHour[5])

@@ -86,8 +86,8 @@ func (c *Client) UniqueSeries(ctx context.Context, name string, q SeriesQuery) (
 	if c.db == nil {
 		return Series{}, errNoStore
 	}
-	last := plan.bounds[len(plan.bounds)-1].Add(-time.Nanosecond)
-	days, err := c.db.EventDays(ctx, name, plan.bounds[0], last)
+	first, last := time.Unix(plan.bounds[0], 0), time.Unix(plan.bounds[len(plan.bounds)-1]-1, 0)
+	days, err := c.db.EventDays(ctx, name, first, last, plan.hourly)
 	if err != nil {
 		return Series{}, fmt.Errorf("unique series: %w", err)
 	}
@@ -104,8 +104,12 @@ type seriesPlan struct {
 	q      SeriesQuery // normalised: Period and TZ set
 	starts []string    // each point's first date
 	// bounds[i] is when point i starts, bounds[len(starts)] when the
-	// last one ends: local midnights, each on a whole UTC hour.
-	bounds []time.Time
+	// last one ends, in unix seconds: local midnights, each on a whole
+	// UTC hour.
+	bounds []int64
+	// hourly says some bound is not a UTC midnight, so the counts by
+	// hour are needed, not only by day.
+	hourly bool
 }
 
 // planSeries checks q and cuts its range into periods.
@@ -156,7 +160,8 @@ func (p *seriesPlan) addBound(d time.Time, loc *time.Location) error {
 			"%s starts at %s, not on a whole UTC hour: counts are kept per UTC hour, so a zone must be a whole number of hours from UTC",
 			d.Format(dateLayout), at.Format("15:04 -07:00"))}
 	}
-	p.bounds = append(p.bounds, at)
+	p.bounds = append(p.bounds, at.Unix())
+	p.hourly = p.hourly || at.Unix()%(24*3600) != 0
 	return nil
 }
 
@@ -202,7 +207,8 @@ func parseDate(field, s string) (time.Time, error) {
 	return d, nil
 }
 
-// fill counts each hour of days into the point it falls in.
+// fill counts each hour of days (each day when the plan is not hourly)
+// into the point it falls in.
 func (p seriesPlan) fill(name string, days store.EventDays) Series {
 	s := Series{
 		EventName: name, Period: p.q.Period, TZ: p.q.TZ, From: p.q.From, To: p.q.To,
@@ -210,18 +216,25 @@ func (p seriesPlan) fill(name string, days store.EventDays) Series {
 	}
 	before := days.Before
 	i := 0 // the point of the hour at hand: hours come in order
+	add := func(at, n int64) {
+		for i < len(s.Points) && at >= p.bounds[i+1] {
+			i++
+		}
+		switch {
+		case at < p.bounds[0]:
+			before += n
+		case i < len(s.Points):
+			s.Points[i].NewUsers += n
+		}
+	}
 	for _, d := range days.Days {
+		midnight := d.Date.Unix()
+		if !p.hourly {
+			add(midnight, d.NewUsers)
+			continue
+		}
 		for h, n := range d.ByHour {
-			at := d.Date.Add(time.Duration(h) * time.Hour)
-			for i < len(s.Points) && !at.Before(p.bounds[i+1]) {
-				i++
-			}
-			switch {
-			case at.Before(p.bounds[0]):
-				before += n
-			case i < len(s.Points):
-				s.Points[i].NewUsers += n
-			}
+			add(midnight+int64(h)*3600, n)
 		}
 	}
 	sum := before

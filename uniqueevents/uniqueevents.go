@@ -109,11 +109,11 @@ type Store interface {
 	// EventLogged reports whether the pair is counted. An error means the
 	// database could not answer.
 	EventLogged(ctx context.Context, p uum.Pair) (bool, error)
-	// EventDays returns name's new users per UTC day and hour on the UTC
-	// dates of from to to, both included, the number first seen before,
-	// and the total; no days and zeros for a name never counted. An error
-	// means the database could not answer.
-	EventDays(ctx context.Context, name string, from, to time.Time) (store.EventDays, error)
+	// EventDays returns name's new users per UTC day (and hour, when
+	// byHour) on the UTC dates of from to to, both included, the number
+	// first seen before, and the total; no days and zeros for a name
+	// never counted. An error means the database could not answer.
+	EventDays(ctx context.Context, name string, from, to time.Time, byHour bool) (store.EventDays, error)
 	// UniqueCounts returns the distinct users counted per event name,
 	// sorted by name: only eventName's (none if it was never counted)
 	// unless it is empty. An error means the database could not answer.

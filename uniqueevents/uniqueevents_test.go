@@ -616,7 +616,7 @@ func (f *fakeStore) UniqueCounts(context.Context, string) ([]uum.Count, error) {
 	return f.counts, f.err
 }
 
-func (f *fakeStore) EventDays(context.Context, string, time.Time, time.Time) (store.EventDays, error) {
+func (f *fakeStore) EventDays(context.Context, string, time.Time, time.Time, bool) (store.EventDays, error) {
 	return f.days, f.err
 }
 

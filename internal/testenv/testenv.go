@@ -177,7 +177,7 @@ func (m NoLookups) Mark(_ context.Context, pairs []uum.Pair) error {
 }
 
 // EventDays fails the test.
-func (m NoLookups) EventDays(_ context.Context, name string, _, _ time.Time) (store.EventDays, error) {
+func (m NoLookups) EventDays(_ context.Context, name string, _, _ time.Time, _ bool) (store.EventDays, error) {
 	m.T.Errorf("store asked for the days of %q", name)
 	return store.EventDays{}, nil
 }
