@@ -51,12 +51,15 @@ const MaxBufferShards = 1024
 // and the seen-pairs cache.
 type Redis struct {
 	// URL is a redis:// or rediss:// URL with an optional database number.
-	URL string `env:"UUM_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0" desc:"Redis URL (redis:// or rediss://, optional database /0-/15)."`
+	URL string `env:"UUM_REDIS_URL" envDefault:"redis://127.0.0.1:6379/0" desc:"Redis URL (redis:// or rediss://, optional database /0-/15); with UUM_REDIS_CLUSTER, a cluster URL: redis://host1:port1?addr=host2:port2&addr=host3:port3."`
 	// KeyPrefix starts every Redis key the service uses.
 	KeyPrefix string `env:"UUM_KEY_PREFIX" envDefault:"uum:" desc:"Prefix of every Redis key."`
 	// BufferShards is how many lists (shards) the buffer is split into;
 	// a user's events always go to the same one.
 	BufferShards int `env:"UUM_BUFFER_SHARDS" envDefault:"1" desc:"Shards of the event buffer (1-1024): a user's events always go to the same shard, tracked events to shard 0; each shard has its own lease. Lowering it is safe: processors drain the shards beyond it until empty."`
+	// Cluster makes URL the address of a Redis Cluster, in go-redis's
+	// cluster URL form (redis.ParseClusterURL).
+	Cluster bool `env:"UUM_REDIS_CLUSTER" envDefault:"false" keepzero:"true" desc:"true: UUM_REDIS_URL names a Redis Cluster (its nodes as addr= options) and every client, asynq's too, is a cluster client."`
 }
 
 // Database configures the Postgres that stores unique events.
@@ -471,8 +474,14 @@ const (
 )
 
 func (c Config) validate(r *report) {
-	_, err := c.Redis.Options()
-	r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
+	if c.Redis.Cluster {
+		_, err := c.Redis.ClusterOptions()
+		r.checkURL("UUM_REDIS_URL", err == nil, "with UUM_REDIS_CLUSTER=true, must be a redis:// or rediss:// cluster URL (redis://host1:port1?addr=host2:port2), database 0 only and only go-redis's cluster URL options")
+	} else {
+		_, err := c.Redis.Options()
+		r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
+	}
+	r.check("UUM_REDIS_CLUSTER", true, "must be true, false, 1, 0, yes or no")
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.checkURL("UUM_DATABASE_READ_URL", c.Database.ReadURL == "" || validURL(c.Database.ReadURL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.check("UUM_DATABASE_READ_TIMEOUT", c.Database.ReadTimeout > 0, "must be a positive duration")
@@ -584,6 +593,57 @@ func (r Redis) Options() (*redis.Options, error) {
 	}
 	opt.ContextTimeoutEnabled = true
 	return opt, nil
+}
+
+// ClusterOptions parses URL with go-redis's cluster URL parser, for
+// UUM_REDIS_CLUSTER: the first node in the host, the others as addr=
+// options. A cluster has only database 0, so any other database in the
+// path is an error rather than ignored. ContextTimeoutEnabled is on, as
+// for Options.
+func (r Redis) ClusterOptions() (*redis.ClusterOptions, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse redis cluster url: %w", err)
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return nil, errors.New("parse redis cluster url: no host")
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
+		return nil, fmt.Errorf("parse redis cluster url: database %q: a cluster has only database 0", db)
+	}
+	u.Path = ""
+	opt, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("parse redis cluster url: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	return opt, nil
+}
+
+// NewClient returns a new client of URL: a cluster client with Cluster,
+// else a client of one server. Every Redis client of the service is made
+// here or from the same options (asynq's), so each honours every setting.
+// maxRetries, when not 0, replaces the URL's max_retries (-1: never resend
+// a command, for pushes whose caller retries).
+func (r Redis) NewClient(maxRetries int) (redis.UniversalClient, error) {
+	if r.Cluster {
+		opt, err := r.ClusterOptions()
+		if err != nil {
+			return nil, err
+		}
+		if maxRetries != 0 {
+			opt.MaxRetries = maxRetries
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := r.Options()
+	if err != nil {
+		return nil, err
+	}
+	if maxRetries != 0 {
+		opt.MaxRetries = maxRetries
+	}
+	return redis.NewClient(opt), nil
 }
 
 // validHostPort reports whether s is host:port with a numeric port; the

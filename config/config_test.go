@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum/config"
@@ -258,6 +259,9 @@ func TestLoadRejects(t *testing.T) {
 	const redisReason = `UUM_REDIS_URL: must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options, got "`
 	for _, value := range []string{"localhost:6379", "http://localhost", "redis://", "redis:///0", "redis://h/16", "redis://h/-1", "redis://h/x", "redis://h/0/1", "redis://h:port", "redis://h/0?bogus_option=1", "redis://h/0?dial_timeout=abc"} {
 		cases = append(cases, testCase{"UUM_REDIS_URL", value, redisReason + value + `"`})
+	}
+	for _, value := range []string{"maybe", "cluster"} {
+		cases = append(cases, testCase{"UUM_REDIS_CLUSTER", value, `UUM_REDIS_CLUSTER: must be true, false, 1, 0, yes or no, got "` + value + `"`})
 	}
 	const databaseReason = `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "`
 	for _, value := range []string{"mysql://h/db", "127.0.0.1:5432", "postgres:db", "postgres://h:port/db"} {
@@ -537,6 +541,47 @@ func TestRedisOptions(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 0, opt.DB)
 		require.Equal(t, "h:6379", opt.Addr)
+	})
+
+	t.Run("ClusterURLListsEveryNode", func(t *testing.T) {
+		t.Parallel()
+		cfg := load(t, map[string]string{"UUM_REDIS_CLUSTER": "true",
+			"UUM_REDIS_URL": "redis://alice:s3cret@h1:7000/0?addr=h2:7001&addr=h3:7002&dial_timeout=2s"})
+		opt, err := cfg.Redis.ClusterOptions()
+		require.NoError(t, err)
+		require.Equal(t, []string{"h1:7000", "h2:7001", "h3:7002"}, opt.Addrs)
+		require.Equal(t, "alice", opt.Username)
+		require.Equal(t, "s3cret", opt.Password)
+		require.Equal(t, 2*time.Second, opt.DialTimeout)
+		require.True(t, opt.ContextTimeoutEnabled)
+
+		rdb, err := cfg.Redis.NewClient(-1)
+		require.NoError(t, err)
+		defer rdb.Close()
+		c, ok := rdb.(*redis.ClusterClient)
+		require.True(t, ok, "a cluster client, got %T", rdb)
+		require.Equal(t, -1, c.Options().MaxRetries)
+	})
+
+	t.Run("ClusterRefusesOtherDatabases", func(t *testing.T) {
+		t.Parallel()
+		const reason = `UUM_REDIS_URL: with UUM_REDIS_CLUSTER=true, must be a redis:// or rediss:// cluster URL (redis://host1:port1?addr=host2:port2), database 0 only and only go-redis's cluster URL options, got "`
+		for _, value := range []string{"redis://h:7000/3?addr=h:7001", "redis://h:7000?addr=nohostport", "redis://h:7000?db=1", "redis://", "h:7000"} {
+			_, err := config.Load(lookup(map[string]string{"UUM_REDIS_CLUSTER": "true", "UUM_REDIS_URL": value}))
+			require.EqualError(t, err, reason+value+`"`)
+		}
+		// The default URL is a cluster URL too: one seed node.
+		cfg := load(t, map[string]string{"UUM_REDIS_CLUSTER": "yes"})
+		require.True(t, cfg.Redis.Cluster)
+	})
+
+	t.Run("SingleServerIsAClient", func(t *testing.T) {
+		t.Parallel()
+		rdb, err := load(t, nil).Redis.NewClient(0)
+		require.NoError(t, err)
+		defer rdb.Close()
+		_, ok := rdb.(*redis.Client)
+		require.True(t, ok, "a client of one server, got %T", rdb)
 	})
 
 	t.Run("LevelsParse", func(t *testing.T) {

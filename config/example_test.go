@@ -54,7 +54,7 @@ func ExampleVars() {
 		fmt.Printf("| %s | %s | %s |\n", v.Name, v.Default, v.Description)
 	}
 	// Output:
-	// | UUM_REDIS_URL | redis://127.0.0.1:6379/0 | Redis URL (redis:// or rediss://, optional database /0-/15). |
+	// | UUM_REDIS_URL | redis://127.0.0.1:6379/0 | Redis URL (redis:// or rediss://, optional database /0-/15); with UUM_REDIS_CLUSTER, a cluster URL: redis://host1:port1?addr=host2:port2&addr=host3:port3. |
 	// | UUM_KEY_PREFIX | uum: | Prefix of every Redis key. |
 	// | UUM_BUFFER_SHARDS | 1 | Shards of the event buffer (1-1024): a user's events always go to the same shard, tracked events to shard 0; each shard has its own lease. Lowering it is safe: processors drain the shards beyond it until empty. |
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
@@ -69,12 +68,12 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	}
 	st := store.New(pool, storeOpts...)
 
-	ropt, err := cfg.Redis.Options() // the one parser; context timeouts on
+	// The one parser, context timeouts on; a cluster client with
+	// UUM_REDIS_CLUSTER. Pushes are never resent: the caller retries.
+	rdb, err := cfg.Redis.NewClient(-1)
 	if err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
-	ropt.MaxRetries = -1
-	rdb := redis.NewClient(ropt)
 	closers = append(closers, func() { _ = rdb.Close() })
 
 	// Concurrent calls share one LPUSH per flush; each call is still bounded

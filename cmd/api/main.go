@@ -68,7 +68,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		return err
 	}
 	uniqueevents.SetDefault(events)
-	schedule := processor.NewSchedule(app.AsynqRedis{Options: deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix))
+	schedule := processor.NewSchedule(deps.Asynq, processor.QueueName(cfg.Redis.KeyPrefix))
 	defer schedule.Close()
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),

@@ -107,7 +107,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		return nil
 	}
-	svc := processor.NewService(app.AsynqRedis{Options: deps.RedisOptions}, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
+	svc := processor.NewService(deps.Asynq, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
 	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
 	rec := reconcile.New(deps.Store, deps.Stats, logger, reconcile.WithRecorder(deps.Pipeline))
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {

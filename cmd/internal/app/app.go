@@ -30,11 +30,13 @@ import (
 // App holds the opened dependencies.
 type App struct {
 	Config config.Config
-	// RedisOptions are the parsed UUM_REDIS_URL every Redis client of the
-	// process is made from; Redis was made from a copy.
-	RedisOptions *redis.Options
-	Redis        redis.UniversalClient
-	Pool         *pgxpool.Pool
+	// Asynq makes asynq's Redis clients from the parsed UUM_REDIS_URL, the
+	// same options as Redis: one server's, or a cluster's.
+	Asynq AsynqRedis
+	// Redis is a client of one server, or of a cluster with
+	// UUM_REDIS_CLUSTER.
+	Redis redis.UniversalClient
+	Pool  *pgxpool.Pool
 	// Replica is the read replica's pool, nil without UUM_DATABASE_READ_URL.
 	Replica *pgxpool.Pool
 	Store   *store.Store
@@ -93,12 +95,13 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	a.Store = store.New(a.Pool, opts...)
 
-	if a.RedisOptions, err = cfg.Redis.Options(); err != nil {
+	if a.Asynq, err = newAsynqRedis(cfg.Redis); err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
 	redis.SetLogger(redisLogger{logger.With("component", "go-redis")})
-	ropt := *a.RedisOptions
-	a.Redis = redis.NewClient(&ropt)
+	if a.Redis, err = cfg.Redis.NewClient(0); err != nil {
+		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
+	}
 	// Redis being down is a state to report, not a reason to refuse to
 	// start: the API answers 503 and /readyz says why, the drain fails and
 	// is retried, and both recover when Redis does. Postgres, above, is

@@ -1,7 +1,7 @@
 package app
 
 import (
-	"github.com/redis/go-redis/v9"
+	"fmt"
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/uniqueevents"
@@ -17,9 +17,10 @@ import (
 // Concurrent calls' pushes share one LPUSH. Close stops the pushes before
 // it closes Redis and Postgres.
 func (a *App) Producer() (*uniqueevents.Client, error) {
-	ropt := *a.RedisOptions
-	ropt.MaxRetries = -1
-	rdb := redis.NewClient(&ropt)
+	rdb, err := a.Config.Redis.NewClient(-1)
+	if err != nil {
+		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
+	}
 	pusher := buffer.NewSharded(rdb, a.Config.Redis.KeyPrefix, a.Config.Redis.BufferShards, buffer.CoalescerConfig{})
 	a.closers = append(a.closers, func() { _ = rdb.Close() }, pusher.Close)
 	return uniqueevents.New(a.Config.Events, pusher, a.Seen, a.Store, a.Stats, a.logger)
