@@ -9,8 +9,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/uumhq/uum/internal/abbrev"
 )
 
 // WireVersion is the buffer wire-format version this build writes.
@@ -237,7 +235,7 @@ func invalid(err error) *DecodeError {
 // is when it is printable UTF-8, else quoted so invalid UTF-8 and control
 // bytes (Postgres text refuses NUL) are escaped.
 func quoteRaw(raw []byte) string {
-	short, cut := abbrev.Cut(string(raw))
+	short, cut := Abbreviate(string(raw))
 	for _, r := range short {
 		if r == utf8.RuneError || !unicode.IsPrint(r) {
 			return strconv.Quote(short) + cut

@@ -4,9 +4,12 @@
 // name rules every entry point shares. A type two other packages exchange
 // lives with the one that produces it: buffer positions and lease errors
 // in buffer, the rows the store reads and writes in store, dead-letter
-// construction in processor. It depends on the standard library only (and
-// stdlib-only internal packages); adapters (buffer, store, seencache) and
-// services (processor, uniqueevents) build on it.
+// construction in processor. It depends on the standard library only, so
+// it sits alone at the bottom of the import graph: the JSON reading its
+// wire codec needs (Scanner, which the API's body decoder shares) and the
+// shortening of values its errors echo (Abbreviate) live here, not in
+// packages of their own. Adapters (buffer, store, seencache) and services
+// (processor, uniqueevents) build on it.
 package uum
 
 import (
@@ -14,8 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/uumhq/uum/internal/abbrev"
 )
 
 // MaxNameLen is the longest event name accepted; it matches the
@@ -38,7 +39,7 @@ func (e *ValidationError) Error() string {
 // characters and invalid UTF-8 are escaped, and cut to 100 bytes on a rune
 // boundary with a note of its full size.
 func (e *ValidationError) QuotedValue() string {
-	short, cut := abbrev.Cut(e.Value)
+	short, cut := Abbreviate(e.Value)
 	return strconv.Quote(short) + cut
 }
 

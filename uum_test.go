@@ -3,6 +3,7 @@ package uum_test
 import (
 	"cmp"
 	"encoding/json"
+	"go/build"
 	"strconv"
 	"strings"
 	"testing"
@@ -565,4 +566,17 @@ func FuzzTrackedWireRoundTrip(f *testing.F) {
 		require.Equal(t, e.OrgID, got.Tracked.OrgID)
 		require.Equal(t, e.Dimensions, got.Tracked.Dimensions)
 	})
+}
+
+// TestRootImportsOnlyTheStandardLibrary keeps the root at the bottom of
+// the import graph: every package of the module may import it, so it may
+// import none of them (nor anything outside the standard library).
+func TestRootImportsOnlyTheStandardLibrary(t *testing.T) {
+	t.Parallel()
+	pkg, err := build.ImportDir(".", 0)
+	require.NoError(t, err)
+	for _, path := range pkg.Imports {
+		first, _, _ := strings.Cut(path, "/")
+		require.NotContains(t, first, ".", "the root imports %s", path)
+	}
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"time"
-
-	"github.com/uumhq/uum/internal/jsonscan"
 )
 
 // flatEntry holds the fields of an entry as decodeFast scanned them.
@@ -21,7 +19,7 @@ type flatEntry struct {
 
 // decodeFast decodes, without encoding/json's reflection, the entries
 // producers actually write (LogEvents, Track, the Ruby producer): an
-// object of the known fields that internal/jsonscan reads (strings of
+// object of the known fields that Scanner reads (strings of
 // printable ASCII without escapes, plain non-negative integers,
 // dimensions of such strings). It accepts only entries the general
 // path accepts, with the same result; for anything else (other fields,
@@ -112,7 +110,7 @@ func (f *flatEntry) tracked(at time.Time) (*TrackedEvent, bool) {
 // scanFlat scans the top-level object of raw into its fields.
 func scanFlat(raw []byte) (flatEntry, bool) {
 	var f flatEntry
-	s := jsonscan.New(raw)
+	s := NewScanner(raw)
 	if !s.Byte('{') {
 		return f, false
 	}

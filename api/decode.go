@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/abbrev"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -187,6 +186,6 @@ func invalid(field, reason string) error {
 // raw JSON shows its type, a string in quotes, which a quoted Go string
 // could not.
 func got(raw []byte) string {
-	short, cut := abbrev.Cut(string(bytes.TrimSpace(raw)))
+	short, cut := uum.Abbreviate(string(bytes.TrimSpace(raw)))
 	return ", got " + short + cut
 }

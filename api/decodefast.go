@@ -2,7 +2,6 @@ package api
 
 import (
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/jsonscan"
 )
 
 // decodeIngestFast decodes, in one pass and without encoding/json, the
@@ -21,7 +20,7 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 		seen uint8 // bit per field
 		ok   bool
 	)
-	s := jsonscan.New(body)
+	s := uum.NewScanner(body)
 	if !s.Byte('{') {
 		return ingestRequest{}, false
 	}
@@ -72,7 +71,7 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 }
 
 // nonEmpty reads a non-empty string.
-func nonEmpty(s *jsonscan.Scanner) (string, bool) {
+func nonEmpty(s *uum.Scanner) (string, bool) {
 	str, ok := s.String()
 	return string(str), ok && len(str) > 0
 }
@@ -80,7 +79,7 @@ func nonEmpty(s *jsonscan.Scanner) (string, bool) {
 // facilityIDs reads null (nil) or an array of facility ids, each a
 // non-empty string or an integer (757 becomes "757"), non-nil even when
 // empty.
-func facilityIDs(s *jsonscan.Scanner) ([]string, bool) {
+func facilityIDs(s *uum.Scanner) ([]string, bool) {
 	if s.Null() {
 		return nil, true
 	}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/dlq"
-	"github.com/uumhq/uum/internal/abbrev"
 	"github.com/uumhq/uum/store"
 )
 
@@ -61,7 +61,7 @@ func newDLQItem(r store.DeadLetterRecord, preview bool) dlqItem {
 	}
 	raw := string(r.Raw)
 	if preview {
-		raw, it.RawCut = abbrev.Cut(raw)
+		raw, it.RawCut = uum.Abbreviate(raw)
 	}
 	it.Raw = &raw
 	return it

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/abbrev"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -114,7 +113,7 @@ func decodeTracked(prefix string, raw json.RawMessage) (uniqueevents.Event, erro
 	}
 	for k := range fields {
 		if !slices.Contains(trackFields, k) {
-			short, _ := abbrev.Cut(k)
+			short, _ := uum.Abbreviate(k)
 			return e, invalid(prefix+"."+short, "is not a known field (expected id, type, occurred_at, org_id, dimensions, payload)")
 		}
 	}
@@ -163,7 +162,7 @@ func decodeDimensions(field string, raw json.RawMessage) (map[string]string, err
 	}
 	dims := make(map[string]string, len(fields))
 	for k, v := range fields {
-		short, _ := abbrev.Cut(k)
+		short, _ := uum.Abbreviate(k)
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
 			return nil, invalid(field+"."+short, "must be a string"+got(v))

@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/dlq"
-	"github.com/uumhq/uum/internal/abbrev"
 	"github.com/uumhq/uum/store"
 )
 
@@ -85,7 +85,7 @@ func dlqList(ctx context.Context, c *cli, args []string) error {
 		if d.EventName != nil {
 			name = *d.EventName
 		}
-		reason, cut := abbrev.Cut(d.Reason)
+		reason, cut := uum.Abbreviate(d.Reason)
 		rows[i] = []string{strconv.FormatInt(d.ID, 10), d.Status, d.Kind, name, reason + cut, strconv.Itoa(d.Attempts), d.FirstFailedAt.Format(time.RFC3339)}
 	}
 	if err := c.print(page, []string{"ID", "STATUS", "KIND", "EVENT", "REASON", "ATTEMPTS", "FIRST FAILED"}, rows); err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/failpoint"
 )
 
@@ -388,6 +388,6 @@ func sample[T any](xs []T) string {
 
 // abbreviate shortens a raw entry for a message.
 func abbreviate(raw string) string {
-	short, cut := abbrev.Cut(raw)
+	short, cut := uum.Abbreviate(raw)
 	return short + cut
 }

@@ -1,13 +1,15 @@
-// Package jsonscan reads, in one pass and without reflection, the plain
-// JSON that uum's producers and clients write: objects of known fields
+package uum
+
+// Scanner reads, in one pass and without reflection, the plain JSON that
+// uum's producers and clients write: buffer entries (DecodeWire's fast
+// path) and the bodies of POST /v1/events. That is objects of known fields
 // whose strings are printable ASCII without escapes and whose numbers are
-// non-negative integers. It accepts only a subset of JSON, and reads it
-// exactly as encoding/json would; a read that meets anything else
+// non-negative integers. It accepts only this subset of JSON, and reads
+// it exactly as encoding/json would; a read that meets anything else
 // reports false, and the caller falls back to encoding/json, which then
 // decides (and words every error). Both the drain's entry decoder and the
 // API's body decoder spent most of their own CPU in encoding/json.
-package jsonscan
-
+//
 // Scanner reads tokens from a byte slice, skipping the blanks before
 // each.
 type Scanner struct {
@@ -15,8 +17,8 @@ type Scanner struct {
 	i int
 }
 
-// New returns a scanner at the start of b.
-func New(b []byte) *Scanner { return &Scanner{b: b} }
+// NewScanner returns a scanner at the start of b.
+func NewScanner(b []byte) *Scanner { return &Scanner{b: b} }
 
 func (s *Scanner) blanks() {
 	for s.i < len(s.b) {

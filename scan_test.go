@@ -1,14 +1,14 @@
-package jsonscan_test
+package uum_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/jsonscan"
+	"github.com/uumhq/uum"
 )
 
-func TestString(t *testing.T) {
+func TestScannerString(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
@@ -24,13 +24,13 @@ func TestString(t *testing.T) {
 		{`"abc`, "", false},
 		{`abc`, "", false},
 	} {
-		got, ok := jsonscan.New([]byte(tc.in)).String()
+		got, ok := uum.NewScanner([]byte(tc.in)).String()
 		require.Equal(t, tc.ok, ok, tc.in)
 		require.Equal(t, tc.want, string(got), tc.in)
 	}
 }
 
-func TestInteger(t *testing.T) {
+func TestScannerInteger(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
@@ -40,58 +40,58 @@ func TestInteger(t *testing.T) {
 		{"0", "0", true}, {"1767225600123", "1767225600123", true}, {" 42,", "42", true},
 		{"01", "", false}, {"-1", "", false}, {"", "", false}, {"x", "", false},
 	} {
-		got, ok := jsonscan.New([]byte(tc.in)).Integer()
+		got, ok := uum.NewScanner([]byte(tc.in)).Integer()
 		require.Equal(t, tc.ok, ok, tc.in)
 		require.Equal(t, tc.want, string(got), tc.in)
 	}
 }
 
-func TestStringMap(t *testing.T) {
+func TestScannerStringMap(t *testing.T) {
 	t.Parallel()
-	m, ok := jsonscan.New([]byte(`{ "k" : "v", "a":"" }`)).StringMap()
+	m, ok := uum.NewScanner([]byte(`{ "k" : "v", "a":"" }`)).StringMap()
 	require.True(t, ok)
 	require.Equal(t, map[string]string{"k": "v", "a": ""}, m)
 
-	m, ok = jsonscan.New([]byte(`{}`)).StringMap()
+	m, ok = uum.NewScanner([]byte(`{}`)).StringMap()
 	require.True(t, ok)
 	require.NotNil(t, m)
 	require.Empty(t, m)
 
 	for _, in := range []string{`{"k":"v","k":"w"}`, `{"k":1}`, `{"k":"v",}`, `{"k":"v"`, `["k"]`} {
-		_, ok := jsonscan.New([]byte(in)).StringMap()
+		_, ok := uum.NewScanner([]byte(in)).StringMap()
 		require.False(t, ok, in)
 	}
 }
 
-func TestSkipObject(t *testing.T) {
+func TestScannerSkipObject(t *testing.T) {
 	t.Parallel()
-	s := jsonscan.New([]byte(`{"a":[1,{"b":"}"}],"c":"\"{"} ,"next"`))
+	s := uum.NewScanner([]byte(`{"a":[1,{"b":"}"}],"c":"\"{"} ,"next"`))
 	obj, ok := s.SkipObject()
 	require.True(t, ok)
 	require.Equal(t, `{"a":[1,{"b":"}"}],"c":"\"{"}`, string(obj))
 	require.True(t, s.Byte(','), "the scanner continues after the object")
 
 	for _, in := range []string{`{"a":1`, `[1]`, `"x"`} {
-		_, ok := jsonscan.New([]byte(in)).SkipObject()
+		_, ok := uum.NewScanner([]byte(in)).SkipObject()
 		require.False(t, ok, in)
 	}
 }
 
-func TestArrayAndEnd(t *testing.T) {
+func TestScannerArrayAndEnd(t *testing.T) {
 	t.Parallel()
-	s := jsonscan.New([]byte(` [ "a" , "b" ] `))
+	s := uum.NewScanner([]byte(` [ "a" , "b" ] `))
 	got, ok := s.Array(func() (string, bool) { v, ok := s.String(); return string(v), ok })
 	require.True(t, ok)
 	require.Equal(t, []string{"a", "b"}, got)
 	require.True(t, s.End())
 
-	s = jsonscan.New([]byte(`[]x`))
+	s = uum.NewScanner([]byte(`[]x`))
 	got, ok = s.Array(func() (string, bool) { return "", false })
 	require.True(t, ok)
 	require.Empty(t, got)
 	require.False(t, s.End())
 
-	s = jsonscan.New([]byte(`null`))
+	s = uum.NewScanner([]byte(`null`))
 	require.True(t, s.Null())
 	require.True(t, s.End())
 }

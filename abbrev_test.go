@@ -1,4 +1,4 @@
-package abbrev_test
+package uum_test
 
 import (
 	"strings"
@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/abbrev"
+	"github.com/uumhq/uum"
 )
 
-func TestCut(t *testing.T) {
+func TestAbbreviate(t *testing.T) {
 	t.Parallel()
 
 	tests := []struct {
@@ -26,7 +26,7 @@ func TestCut(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			short, cut := abbrev.Cut(tt.in)
+			short, cut := uum.Abbreviate(tt.in)
 			require.Equal(t, tt.wantShort, short)
 			require.Equal(t, tt.wantCut, cut)
 		})
