@@ -1,0 +1,542 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/cmd/internal/app"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/cpuclock"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/loadgen"
+	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// The scale benchmarks' workload, as BenchmarkDrain's Seen0: scaleUsers
+// users × the e2e names, each pair once, shuffled (users interleaved).
+const (
+	scaleUsers   = 20_000
+	scaleCallers = 50
+)
+
+// BenchmarkDrainScale drains the same 100,000 new events (20,000 users ×
+// 5 names, shuffled) into a fresh schema with 1, 2 and 4 buffer shards
+// and 1 and 2 processors, each processor an App of its own (its own
+// Postgres pool and Redis client, as a second process has) whose drainer
+// is the one cmd/processor runs, draining up to as many shards at once as
+// there are (UUM_DRAIN_CONCURRENCY = UUM_BUFFER_SHARDS). The processors
+// share the shards through the leases; the time runs from the start of
+// the drains until every shard is empty. Each round runs every
+// configuration once, in a random order, so the machine's load weighs on
+// them alike; run it with -benchtime 1x -count N for N rounds.
+//
+// Per configuration sNpM (N shards, M processors) it prints events/s and
+// the CPU each component spent per event: go_cpu_ns (the processors'
+// Go CPU), redis_cpu_ns (a redis-server of the benchmark's own, INFO
+// cpu), pg_cpu_ns (the Postgres backends serving the processors' pools,
+// from /proc) and cores (all three over the wall time: ~2 on this 2-core
+// machine means the machine, not one component, is the limit).
+func BenchmarkDrainScale(b *testing.B) {
+	target := privateRedis(b)
+	var cases []scaleCase
+	for _, procs := range []int{1, 2} {
+		for _, shards := range []int{1, 2, 4} {
+			cases = append(cases, scaleCase{name: fmt.Sprintf("s%dp%d", shards, procs), shards: shards, procs: procs, redis: target})
+		}
+	}
+	runScaleCases(b, cases)
+}
+
+// scaleCase is one configuration of a drain benchmark.
+type scaleCase struct {
+	name          string
+	shards, procs int
+	redis         redisTarget
+}
+
+// redisTarget is a Redis the benchmarks use: its URL as UUM_REDIS_URL
+// holds it, a client for set-up, and the CPU its servers have used.
+type redisTarget struct {
+	url    string
+	client redis.UniversalClient
+	cpu    func() time.Duration
+}
+
+// privateRedis starts a redis-server of the benchmark's own, so that its
+// INFO cpu counts only the benchmark's commands.
+func privateRedis(b *testing.B) redisTarget {
+	opts := redistest.Server(b)
+	rdb := redis.NewClient(opts)
+	b.Cleanup(func() { _ = rdb.Close() })
+	return redisTarget{
+		url:    "redis://" + opts.Addr + "/0",
+		client: rdb,
+		cpu:    func() time.Duration { return redistest.ServerCPU(b, rdb) },
+	}
+}
+
+// runScaleCases runs every case once a round, in a random order, and
+// reports each case's figures under its name.
+func runScaleCases(b *testing.B, cases []scaleCase) {
+	sums := make([]cpuSplit, len(cases))
+	for b.Loop() {
+		b.StopTimer()
+		for _, i := range rand.Perm(len(cases)) {
+			sums[i].add(drainCase(b, cases[i]))
+		}
+		b.StartTimer()
+	}
+	for i, c := range cases {
+		s := sums[i]
+		b.ReportMetric(float64(s.events)/s.wall.Seconds(), c.name+"_events/s")
+		s.report(b, c.name+"_")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// cpuSplit is the wall time and CPU per component of some events.
+type cpuSplit struct {
+	events                 int
+	wall, goCPU, redis, pg time.Duration
+	// machine is the CPU every process of the machine used meanwhile.
+	machine time.Duration
+}
+
+func (s *cpuSplit) add(o cpuSplit) {
+	s.events += o.events
+	s.wall += o.wall
+	s.goCPU += o.goCPU
+	s.redis += o.redis
+	s.pg += o.pg
+	s.machine += o.machine
+}
+
+// report prints the CPU per event of each component, and the cores all
+// of them kept busy.
+func (s cpuSplit) report(b *testing.B, prefix string) {
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(s.events) }
+	b.ReportMetric(per(s.goCPU), prefix+"go_cpu_ns/event")
+	b.ReportMetric(per(s.redis), prefix+"redis_cpu_ns/event")
+	b.ReportMetric(per(s.pg), prefix+"pg_cpu_ns/event")
+	b.ReportMetric((s.goCPU+s.redis+s.pg).Seconds()/s.wall.Seconds(), prefix+"cores")
+	b.ReportMetric(s.machine.Seconds()/s.wall.Seconds(), prefix+"machine_cores")
+}
+
+// cpuMeter reads the CPU each component has used so far: this process
+// (Go), the Redis servers, and the Postgres backends whose
+// application_name is app (the benchmark's pools, and no other session's;
+// Postgres's background processes, which other sessions share, are not
+// counted).
+type cpuMeter struct {
+	b     *testing.B
+	admin *pgxpool.Pool
+	app   string
+	redis func() time.Duration
+}
+
+type cpuReading struct {
+	goCPU, redis, machine time.Duration
+	pg                    map[int]time.Duration // by backend pid
+}
+
+func (m cpuMeter) read() cpuReading {
+	return cpuReading{goCPU: cpuclock.Process(), redis: m.redis(), pg: m.backends(), machine: machineCPU(m.b)}
+}
+
+// since returns the CPU used from r0 to now; a backend that started in
+// between counts from zero.
+func (m cpuMeter) since(r0 cpuReading, events int, wall time.Duration) cpuSplit {
+	r := m.read()
+	s := cpuSplit{events: events, wall: wall, goCPU: r.goCPU - r0.goCPU, redis: r.redis - r0.redis, machine: r.machine - r0.machine}
+	for pid, cpu := range r.pg {
+		s.pg += cpu - r0.pg[pid]
+	}
+	return s
+}
+
+// backends returns the CPU time of each Postgres backend of m.app.
+func (m cpuMeter) backends() map[int]time.Duration {
+	rows, err := m.admin.Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, m.app)
+	if err != nil {
+		m.b.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int]time.Duration{}
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			m.b.Fatal(err)
+		}
+		out[pid] = processCPU(m.b, pid)
+	}
+	if err := rows.Err(); err != nil {
+		m.b.Fatal(err)
+	}
+	return out
+}
+
+// machineCPU returns the CPU time every core of the machine has spent
+// busy (not idle or waiting for I/O), from the first line of /proc/stat
+// (in ticks of 1/100 s).
+func machineCPU(b *testing.B) time.Duration {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		b.Fatalf("unexpected /proc/stat: %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("unexpected /proc/stat: %q", line)
+		}
+		// user nice system idle iowait irq softirq steal ...; guest
+		// time is already in user.
+		if i != 3 && i != 4 && i < 8 {
+			busy += n
+		}
+	}
+	return time.Duration(busy) * (time.Second / 100)
+}
+
+// processCPU returns the user and system CPU time of process pid, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s: Linux's
+// USER_HZ), 0 if it has exited.
+func processCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	_, rest, ok := strings.Cut(string(stat), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		b.Fatalf("unexpected /proc/%d/stat: %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("unexpected /proc/%d/stat: %q", pid, stat)
+	}
+	return time.Duration(utime+stime) * (time.Second / 100)
+}
+
+// scaleEnv is one case's Postgres schema, Redis key prefix and
+// processes.
+type scaleEnv struct {
+	cfg    config.Config
+	meter  cpuMeter
+	schema *pgxpool.Pool
+	apps   []*app.App
+}
+
+// newScaleEnv returns the configuration of a case's processes: a fresh
+// schema, a fresh key prefix on the case's Redis, and an
+// application_name that tells the case's Postgres backends apart. Close
+// it at the end of the case: a round's pools would otherwise add up past
+// Postgres's connection limit.
+func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
+	schema, dbURL := dbtest.Schema(b)
+	name := "uumbench_" + strings.Trim(strings.TrimPrefix(redistest.Prefix(b), "test:"), ":")
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	cfg := config.Config{
+		Database:  config.Database{URL: u.String()},
+		Redis:     config.Redis{URL: c.redis.url, KeyPrefix: redistest.Prefix(b), BufferShards: c.shards},
+		Processor: config.Processor{BatchSize: 1000, MaxIterations: 1 << 20, DrainConcurrency: c.shards},
+		// A loaded machine must not turn a slow push into a lost event.
+		Events: config.Events{PushTimeout: 5 * time.Second},
+	}.WithDefaults()
+	return &scaleEnv{cfg: cfg, schema: schema, meter: cpuMeter{b: b, admin: schema, app: name, redis: c.redis.cpu}}
+}
+
+// open opens n processes' dependencies, each connected to Postgres and
+// Redis already.
+func (e *scaleEnv) open(b *testing.B, n int) []*app.App {
+	ctx := context.Background()
+	for range n {
+		a, err := app.Open(ctx, e.cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.apps = append(e.apps, a)
+		if err := a.Pool.Ping(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Redis.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return e.apps[len(e.apps)-n:]
+}
+
+// close closes the processes and drops the schema.
+func (e *scaleEnv) close(b *testing.B) {
+	for _, a := range e.apps {
+		a.Close()
+	}
+	e.schema.Close()
+	dbtest.DropSchema(b, dbtest.SchemaOf(e.cfg.Database.URL))
+}
+
+// scalePairs returns users × the e2e names, each pair once, shuffled.
+func scalePairs(users int) []uum.Pair {
+	out := make([]uum.Pair, 0, users*len(e2eNames))
+	for range users {
+		u := uum.NewUUID()
+		for _, name := range e2eNames {
+			out = append(out, uum.Pair{UserID: u, Name: name})
+		}
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// pushSharded buffers pairs as LogEvents would (each user's events in the
+// shard of its id, in the order given) but in chunks of 5,000 a LPUSH:
+// set-up, not the figure.
+func pushSharded(b *testing.B, rdb redis.UniversalClient, prefix string, shards int, pairs []uum.Pair) {
+	ctx := context.Background()
+	byShard := make([][][]byte, shards)
+	now := time.Now()
+	for _, p := range pairs {
+		s := buffer.ShardOf(p.UserID[:], shards)
+		byShard[s] = append(byShard[s], uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire(now))
+	}
+	for s, entries := range byShard {
+		list := buffer.New(rdb, prefix, s)
+		for chunk := range slices.Chunk(entries, 5000) {
+			if err := list.Push(ctx, chunk); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// drainCase buffers the workload and times its drain by c.procs
+// processors.
+func drainCase(b *testing.B, c scaleCase) cpuSplit {
+	env := newScaleEnv(b, c)
+	defer env.close(b)
+	pairs := scalePairs(scaleUsers)
+	pushSharded(b, c.redis.client, env.cfg.Redis.KeyPrefix, c.shards, pairs)
+	apps := env.open(b, c.procs)
+	split := drainApps(b, apps, env.meter, len(pairs))
+	requireCounted(b, apps[0].Store, len(pairs))
+	return split
+}
+
+// drainApps drains the buffer with every app's drainer at once until it
+// is empty, and returns the time and CPU it took.
+func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSplit {
+	ctx := context.Background()
+	drainers := make([]*processor.Drainer, len(apps))
+	for i, a := range apps {
+		names, err := a.Names()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if drainers[i], err = a.Drainer(ctx, names); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC() // the set-up's garbage is not the drain's CPU
+	r0 := meter.read()
+	start := time.Now()
+	var processed atomic.Int64
+	var wg sync.WaitGroup
+	for _, d := range drainers {
+		wg.Go(func() {
+			sum, err := d.DrainUntilEmpty(ctx, time.Hour)
+			if err != nil {
+				b.Error(err)
+			}
+			processed.Add(int64(sum.EventsProcessed))
+		})
+	}
+	wg.Wait()
+	// A shard each processor found held by the other waits for a next
+	// run, as in production; it is part of the drain.
+	for processed.Load() < int64(events) && !b.Failed() {
+		sum, err := drainers[0].DrainUntilEmpty(ctx, time.Hour)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.EventsProcessed == 0 {
+			b.Fatalf("drained %d events of %d, and no more", processed.Load(), events)
+		}
+		processed.Add(int64(sum.EventsProcessed))
+	}
+	return meter.since(r0, events, time.Since(start))
+}
+
+// BenchmarkLogEventsShards is how fast one process buffers through the
+// request path's client (App.Producer, as cmd/api wires it: one
+// Coalescer per shard) with 1 and 8 buffer shards, interleaved in each
+// round: 50 callers in a closed loop, each call one event of one of
+// 20,000 users (so the users spread over the shards). Per configuration
+// it prints events/s, the calls' p50 and p99, and the producer's Go CPU
+// and the Redis server's CPU per event (a redis-server of the
+// benchmark's own).
+func BenchmarkLogEventsShards(b *testing.B) {
+	target := privateRedis(b)
+	shardCounts := []int{1, 8}
+	sums := make([]logResult, len(shardCounts))
+	for b.Loop() {
+		b.StopTimer()
+		for _, i := range rand.Perm(len(shardCounts)) {
+			env := newScaleEnv(b, scaleCase{shards: shardCounts[i], procs: 1, redis: target})
+			sums[i].add(logPhase(b, env.open(b, 1)[0], env.meter, scalePairs(scaleUsers)))
+			env.close(b)
+		}
+		b.StartTimer()
+	}
+	for i, n := range shardCounts {
+		sums[i].report(b, fmt.Sprintf("s%d_", n))
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// logResult is what a run of LogEvents calls took.
+type logResult struct {
+	cpuSplit
+	latency []time.Duration
+	errors  int
+}
+
+func (r *logResult) add(o logResult) {
+	r.cpuSplit.add(o.cpuSplit)
+	r.latency = append(r.latency, o.latency...)
+	r.errors += o.errors
+}
+
+func (r logResult) report(b *testing.B, prefix string) {
+	slices.Sort(r.latency)
+	b.ReportMetric(float64(r.events)/r.wall.Seconds(), prefix+"events/s")
+	b.ReportMetric(float64(loadgen.Percentile(r.latency, 0.50))/1e3, prefix+"p50_us")
+	b.ReportMetric(float64(loadgen.Percentile(r.latency, 0.99))/1e3, prefix+"p99_us")
+	b.ReportMetric(float64(r.errors), prefix+"errors")
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(r.events) }
+	b.ReportMetric(per(r.goCPU), prefix+"producer_cpu_ns/event")
+	b.ReportMetric(per(r.redis), prefix+"redis_cpu_ns/event")
+}
+
+// logPhase logs pairs, one LogEvents call each, from scaleCallers
+// goroutines through a's producer, after a warm-up that opens the
+// connections, and returns the time, CPU and latencies it took.
+func logPhase(b *testing.B, a *app.App, meter cpuMeter, pairs []uum.Pair) logResult {
+	ctx := context.Background()
+	client, err := a.Producer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	logEvent := func(p uum.Pair) error {
+		_, err := client.LogEvents(ctx, uniqueevents.User{ID: p.UserID.String()}, []string{p.Name})
+		return err
+	}
+	var warm sync.WaitGroup
+	for range scaleCallers {
+		warm.Go(func() {
+			if err := logEvent(uum.Pair{UserID: uum.NewUUID(), Name: "warm_up"}); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	warm.Wait()
+	runtime.GC()
+	lat := make([][]time.Duration, scaleCallers)
+	var failed atomic.Int64
+	var next atomic.Int64
+	r0 := meter.read()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range scaleCallers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(pairs)); i = next.Add(1) - 1 {
+				t := time.Now()
+				// A call past the push timeout (a stall of the loaded
+				// machine) is a failure to count, not the end of the run.
+				if err := logEvent(pairs[i]); err != nil {
+					failed.Add(1)
+				}
+				lat[w] = append(lat[w], time.Since(t))
+			}
+		})
+	}
+	wg.Wait()
+	split := meter.since(r0, len(pairs), time.Since(start))
+	return logResult{cpuSplit: split, latency: slices.Concat(lat...), errors: int(failed.Load())}
+}
+
+// BenchmarkCPUPerEvent measures what one event costs each component, the
+// figures the sizing model in docs/scaling.md is built on: 100,000 events
+// (20,000 users × 5 names, shuffled) logged by 50 callers through the
+// request path's client, then drained by one processor (batches of
+// 1,000), one buffer shard, a redis-server of the benchmark's own, a
+// fresh schema; then the same events again, every pair already counted
+// and cached (Repeat). It prints, for New and Repeat events:
+// producer_cpu_ns (the LogEvents callers' Go CPU), redis_push_cpu_ns,
+// drainer_cpu_ns (Go), redis_drain_cpu_ns and pg_cpu_ns (the drainer's
+// Postgres backends) per event, and log_events/s and drain_events/s.
+func BenchmarkCPUPerEvent(b *testing.B) {
+	target := privateRedis(b)
+	var logNew, logRepeat logResult
+	var drainNew, drainRepeat cpuSplit
+	for b.Loop() {
+		b.StopTimer()
+		env := newScaleEnv(b, scaleCase{shards: 1, procs: 1, redis: target})
+		a, meter := env.open(b, 1)[0], env.meter
+		pairs := scalePairs(scaleUsers)
+		logNew.add(logPhase(b, a, meter, pairs))
+		drainNew.add(drainApps(b, []*app.App{a}, meter, len(pairs)+scaleCallers)) // the warm-up's events too
+		rand.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
+		logRepeat.add(logPhase(b, a, meter, pairs))
+		drainRepeat.add(drainApps(b, []*app.App{a}, meter, len(pairs)+scaleCallers))
+		requireCounted(b, a.Store, len(pairs)+2*scaleCallers)
+		env.close(b)
+		b.StartTimer()
+	}
+	for _, c := range []struct {
+		name  string
+		log   logResult
+		drain cpuSplit
+	}{{"new_", logNew, drainNew}, {"repeat_", logRepeat, drainRepeat}} {
+		per := func(d time.Duration, n int) float64 { return float64(d.Nanoseconds()) / float64(n) }
+		b.ReportMetric(float64(c.log.events)/c.log.wall.Seconds(), c.name+"log_events/s")
+		b.ReportMetric(float64(c.drain.events)/c.drain.wall.Seconds(), c.name+"drain_events/s")
+		b.ReportMetric(per(c.log.goCPU, c.log.events), c.name+"producer_cpu_ns/event")
+		b.ReportMetric(per(c.log.redis, c.log.events), c.name+"redis_push_cpu_ns/event")
+		b.ReportMetric(per(c.drain.goCPU, c.drain.events), c.name+"drainer_cpu_ns/event")
+		b.ReportMetric(per(c.drain.redis, c.drain.events), c.name+"redis_drain_cpu_ns/event")
+		b.ReportMetric(per(c.drain.pg, c.drain.events), c.name+"pg_cpu_ns/event")
+	}
+	b.ReportMetric(0, "ns/op")
+}
