@@ -66,6 +66,54 @@ func BenchmarkDrainScale(b *testing.B) {
 	runScaleCases(b, cases)
 }
 
+// BenchmarkDrainCluster is BenchmarkDrainScale's workload with one
+// processor on a redis-server of its own against a local Redis Cluster
+// of 3 masters and 3 replicas (scripts/redis-cluster.sh; neither saves
+// nor appends), with 1 and 4 buffer shards, the four configurations
+// interleaved in each round. On the cluster, redis_cpu_ns counts every
+// node, replicas included. The goal is cluster ≥ 0.9× single.
+func BenchmarkDrainCluster(b *testing.B) {
+	targets := []struct {
+		name  string
+		redis redisTarget
+	}{{"single", privateRedis(b)}, {"cluster", clusterRedis(b)}}
+	var cases []scaleCase
+	for _, shards := range []int{1, 4} {
+		for _, t := range targets {
+			cases = append(cases, scaleCase{name: fmt.Sprintf("%s_s%dp1", t.name, shards), shards: shards, procs: 1, redis: t.redis})
+		}
+	}
+	runScaleCases(b, cases)
+}
+
+// clusterRedis starts a Redis Cluster of the benchmark's own.
+func clusterRedis(b *testing.B) redisTarget {
+	u, _ := redistest.ClusterURL(b)
+	opts, err := redis.ParseClusterURL(u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := redis.NewClusterClient(opts)
+	b.Cleanup(func() { _ = c.Close() })
+	redistest.WaitClusterOK(b, c, time.Minute)
+	cpu := func() time.Duration {
+		var mu sync.Mutex
+		var total time.Duration
+		err := c.ForEachShard(context.Background(), func(_ context.Context, node *redis.Client) error {
+			cpu := redistest.ServerCPU(b, node)
+			mu.Lock()
+			defer mu.Unlock()
+			total += cpu
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return total
+	}
+	return redisTarget{url: u, cluster: true, client: c, cpu: cpu}
+}
+
 // scaleCase is one configuration of a drain benchmark.
 type scaleCase struct {
 	name          string
@@ -76,9 +124,10 @@ type scaleCase struct {
 // redisTarget is a Redis the benchmarks use: its URL as UUM_REDIS_URL
 // holds it, a client for set-up, and the CPU its servers have used.
 type redisTarget struct {
-	url    string
-	client redis.UniversalClient
-	cpu    func() time.Duration
+	url     string
+	cluster bool
+	client  redis.UniversalClient
+	cpu     func() time.Duration
 }
 
 // privateRedis starts a redis-server of the benchmark's own, so that its
@@ -270,7 +319,7 @@ func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
 	u.RawQuery = q.Encode()
 	cfg := config.Config{
 		Database:  config.Database{URL: u.String()},
-		Redis:     config.Redis{URL: c.redis.url, KeyPrefix: redistest.Prefix(b), BufferShards: c.shards},
+		Redis:     config.Redis{URL: c.redis.url, Cluster: c.redis.cluster, KeyPrefix: redistest.Prefix(b), BufferShards: c.shards},
 		Processor: config.Processor{BatchSize: 1000, MaxIterations: 1 << 20, DrainConcurrency: c.shards},
 		// A loaded machine must not turn a slow push into a lost event.
 		Events: config.Events{PushTimeout: 5 * time.Second},
