@@ -74,16 +74,16 @@ const (
 )
 
 type server struct {
-	events  EventLogger
-	counts  CountReader
-	ready   map[string]Pinger
-	tokens  []token
-	logger  *slog.Logger
-	mux     *http.ServeMux
-	dlq     DeadLetters    // nil: no /v1/dlq routes
-	metrics *metricsRoutes // nil: no metrics routes
-	status  *statusRoutes  // nil: no status routes
-	console http.Handler   // nil: no /ui/
+	events      EventLogger
+	counts      CountReader
+	ready       map[string]Pinger
+	tokens      []token
+	logger      *slog.Logger
+	mux         *http.ServeMux
+	deadLetters DeadLetters    // nil: no /v1/dlq routes
+	metrics     *metricsRoutes // nil: no metrics routes
+	status      *statusRoutes  // nil: no status routes
+	console     http.Handler   // nil: no /ui/
 	// counterSet defines the counters counters reads; nil: none.
 	counterSet *rules.Set
 	counters   CounterReader

@@ -8,33 +8,33 @@ import (
 	"unicode/utf8"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/store"
 )
 
 // DeadLetters is the dead-letter queue the admin routes work on;
-// *dlq.Queue satisfies it. Get, Replay and Delete return store.ErrNotFound
-// for an unknown id; Replay returns *dlq.InvalidError when the entry is
-// still invalid and dlq.ErrDeleted for a deleted one.
+// *deadletter.Queue satisfies it. Get, Replay and Delete return store.ErrNotFound
+// for an unknown id; Replay returns *deadletter.InvalidError when the entry is
+// still invalid and deadletter.ErrDeleted for a deleted one.
 type DeadLetters interface {
-	List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (dlq.Page, error)
+	List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (deadletter.Page, error)
 	Get(ctx context.Context, id int64) (store.DeadLetterRecord, error)
 	Replay(ctx context.Context, id int64) error
-	ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (dlq.BulkResult, error)
+	ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (deadletter.BulkResult, error)
 	Delete(ctx context.Context, id int64) error
 }
 
-var _ DeadLetters = (*dlq.Queue)(nil)
+var _ DeadLetters = (*deadletter.Queue)(nil)
 
 // Option adds optional routes to the handler.
 type Option func(*server)
 
 // WithDeadLetters serves the dead-letter queue under /v1/dlq: reading it
 // takes scope read, replaying and deleting scope admin.
-func WithDeadLetters(q DeadLetters) Option { return func(s *server) { s.dlq = q } }
+func WithDeadLetters(q DeadLetters) Option { return func(s *server) { s.deadLetters = q } }
 
 func (s *server) dlqRoutes() {
-	if s.dlq == nil {
+	if s.deadLetters == nil {
 		return
 	}
 	s.mux.Handle("GET /v1/dlq", s.require(scopeRead, s.listDLQ))
@@ -67,25 +67,25 @@ func newDLQItem(r store.DeadLetterRecord, preview bool) dlqItem {
 	return it
 }
 
-// dlqFilterParams are the query parameters dlq.ParseFilter reads.
+// dlqFilterParams are the query parameters deadletter.ParseFilter reads.
 var dlqFilterParams = []string{"status", "reason", "event_name", "correlation_id", "from", "to"}
 
 // listDLQ serves GET /v1/dlq?status=&reason=&event_name=&correlation_id=&from=&to=&cursor=&limit=.
 func (s *server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := dlq.ParseFilter(q.Get)
+	f, err := deadletter.ParseFilter(q.Get)
 	if writeInvalid(w, err) {
 		return
 	}
 	limit := 0
 	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > dlq.MaxPageSize {
-			writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(dlq.MaxPageSize))
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > deadletter.MaxPageSize {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(deadletter.MaxPageSize))
 			return
 		}
 	}
-	page, err := s.dlq.List(r.Context(), f, q.Get("cursor"), limit)
-	if errors.Is(err, dlq.ErrBadCursor) {
+	page, err := s.deadLetters.List(r.Context(), f, q.Get("cursor"), limit)
+	if errors.Is(err, deadletter.ErrBadCursor) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "cursor", "cursor must be a next_cursor this endpoint returned")
 		return
 	}
@@ -112,11 +112,11 @@ func dlqID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 
 // dlqFailed answers the errors the id routes share, or 503.
 func (s *server) dlqFailed(w http.ResponseWriter, r *http.Request, err error) {
-	var inv *dlq.InvalidError
+	var inv *deadletter.InvalidError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", "id", "no dead letter "+r.PathValue("id"))
-	case errors.Is(err, dlq.ErrDeleted):
+	case errors.Is(err, deadletter.ErrDeleted):
 		writeError(w, http.StatusConflict, "deleted", "id", "dead letter "+r.PathValue("id")+" is deleted")
 	case errors.As(err, &inv):
 		writeError(w, http.StatusUnprocessableEntity, "still_invalid", "", inv.Reason)
@@ -131,7 +131,7 @@ func (s *server) getDLQ(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d, err := s.dlq.Get(r.Context(), id)
+	d, err := s.deadLetters.Get(r.Context(), id)
 	if err != nil {
 		s.dlqFailed(w, r, err)
 		return
@@ -145,7 +145,7 @@ func (s *server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.dlq.Replay(r.Context(), id); err != nil {
+	if err := s.deadLetters.Replay(r.Context(), id); err != nil {
 		s.dlqFailed(w, r, err)
 		return
 	}
@@ -155,7 +155,7 @@ func (s *server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 // replayDLQMatching serves POST /v1/dlq/replay?<filters>[&dry_run=true].
 func (s *server) replayDLQMatching(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := dlq.ParseFilter(q.Get)
+	f, err := deadletter.ParseFilter(q.Get)
 	if writeInvalid(w, err) {
 		return
 	}
@@ -166,8 +166,8 @@ func (s *server) replayDLQMatching(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := s.dlq.ReplayMatching(r.Context(), f, dry, nil)
-	if errors.Is(err, dlq.ErrBadStatus) {
+	res, err := s.deadLetters.ReplayMatching(r.Context(), f, dry, nil)
+	if errors.Is(err, deadletter.ErrBadStatus) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "status", "only open or replayed dead letters can be replayed")
 		return
 	}
@@ -188,7 +188,7 @@ func (s *server) deleteDLQ(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.dlq.Delete(r.Context(), id); err != nil {
+	if err := s.deadLetters.Delete(r.Context(), id); err != nil {
 		s.dlqFailed(w, r, err)
 		return
 	}

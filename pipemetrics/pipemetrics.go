@@ -58,8 +58,8 @@ var LatencyBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 9
 // longer than a client takes to resend a script whose reply it lost.
 const flushMarkerTTL = 10 * time.Minute
 
-// DLQStats reads the dead-letter queue; *store.Store satisfies it.
-type DLQStats interface {
+// DeadLetterStats reads the dead-letter queue; *store.Store satisfies it.
+type DeadLetterStats interface {
 	// DeadLetterStats returns the number of open dead letters and the
 	// first failure of the oldest (zero when none is open).
 	DeadLetterStats(ctx context.Context) (open int64, oldest time.Time, err error)
@@ -69,7 +69,7 @@ type DLQStats interface {
 type Metrics struct {
 	rdb     redis.UniversalClient
 	prefix  string
-	dlq     DLQStats
+	dlq     DeadLetterStats
 	mapping mapping.IndexMapping
 	now     func() time.Time
 	shards  int // buffer shards read; 0 or 1: shard 0 alone
@@ -83,7 +83,7 @@ type Metrics struct {
 
 // New returns the metrics kept in rdb under prefix, with the dead-letter
 // figures from dlq.
-func New(rdb redis.UniversalClient, prefix string, dlq DLQStats) *Metrics {
+func New(rdb redis.UniversalClient, prefix string, dlq DeadLetterStats) *Metrics {
 	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
 	if err != nil {
 		panic(err) // a constant accuracy in (0, 1) cannot fail

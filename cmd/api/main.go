@@ -20,7 +20,7 @@ import (
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/console"
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -73,7 +73,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
-	}, logger, api.WithDeadLetters(dlq.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
+	}, logger, api.WithDeadLetters(deadletter.New(deps.Store, deps.Buffer, events, deps.Stats, logger)),
 		api.WithMetrics(deps.Pipeline, deps.PrometheusHandler(),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),

@@ -21,7 +21,7 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/seencache"
@@ -108,11 +108,11 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return nil
 	}
 	svc := processor.NewService(deps.Asynq, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor, drainer, logger)
-	dead := dlq.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
+	dead := deadletter.New(deps.Store, deps.Buffer, names, deps.Stats, logger)
 	rec := reconcile.New(deps.Store, deps.Stats, logger, reconcile.WithRecorder(deps.Pipeline))
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
 		_, rerr := rec.Run(ctx, false)
-		_, perr := dead.Purge(ctx, cfg.Operations.DLQRetention)
+		_, perr := dead.Purge(ctx, cfg.Operations.DeadLetterRetention)
 		return errors.Join(rerr, perr)
 	})
 	svc.Periodic(processor.TaskPruneBuckets, time.Hour, func(ctx context.Context) error {

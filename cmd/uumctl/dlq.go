@@ -12,7 +12,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/store"
 )
 
@@ -24,7 +24,7 @@ func dlqFilterFlags(fs *flag.FlagSet) func() (store.DeadLetterFilter, error) {
 		vals[name] = fs.String(name, "", "filter: "+name+" (as GET /v1/dlq)")
 	}
 	return func() (store.DeadLetterFilter, error) {
-		f, err := dlq.ParseFilter(func(n string) string { return *vals[n] })
+		f, err := deadletter.ParseFilter(func(n string) string { return *vals[n] })
 		if err != nil {
 			return f, fmt.Errorf("%w: %w", app.ErrUsage, err)
 		}
@@ -39,7 +39,7 @@ func runDLQ(ctx context.Context, c *cli, args []string) error {
 }
 
 // queue opens the dependencies and the dead-letter queue.
-func (c *cli) queue(ctx context.Context) (*dlq.Queue, func(), error) {
+func (c *cli) queue(ctx context.Context) (*deadletter.Queue, func(), error) {
 	deps, err := c.open(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -49,13 +49,13 @@ func (c *cli) queue(ctx context.Context) (*dlq.Queue, func(), error) {
 		deps.Close()
 		return nil, nil, err
 	}
-	return dlq.New(deps.Store, deps.Buffer, names, deps.Stats, deps.Log()), deps.Close, nil
+	return deadletter.New(deps.Store, deps.Buffer, names, deps.Stats, deps.Log()), deps.Close, nil
 }
 
 func dlqList(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("dlq ls", "")
 	filter := dlqFilterFlags(fs)
-	limit := fs.Int("limit", dlq.DefaultPageSize, "rows per page (1-500)")
+	limit := fs.Int("limit", deadletter.DefaultPageSize, "rows per page (1-500)")
 	cursor := fs.String("cursor", "", "next_cursor of the previous page")
 	if err := c.parse(fs, args, 0); err != nil {
 		return helped(err)
@@ -64,8 +64,8 @@ func dlqList(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *limit < 1 || *limit > dlq.MaxPageSize {
-		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, dlq.MaxPageSize)
+	if *limit < 1 || *limit > deadletter.MaxPageSize {
+		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, deadletter.MaxPageSize)
 	}
 	q, closeDeps, err := c.queue(ctx)
 	if err != nil {
@@ -73,7 +73,7 @@ func dlqList(ctx context.Context, c *cli, args []string) error {
 	}
 	defer closeDeps()
 	page, err := q.List(ctx, f, *cursor, *limit)
-	if errors.Is(err, dlq.ErrBadCursor) {
+	if errors.Is(err, deadletter.ErrBadCursor) {
 		return fmt.Errorf("%w: -cursor: %w", app.ErrUsage, err)
 	}
 	if err != nil {
@@ -108,7 +108,7 @@ func parseID(fs *flag.FlagSet) (int64, error) {
 
 // withDeadLetter runs do on the dead letter named by the one ID argument
 // of the command name; -h prints the usage and does nothing else.
-func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*dlq.Queue, int64) error) error {
+func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*deadletter.Queue, int64) error) error {
 	fs := c.flags(name, "ID")
 	if err := c.parse(fs, args, 1); err != nil {
 		return helped(err)
@@ -126,12 +126,12 @@ func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do
 }
 
 func dlqShow(ctx context.Context, c *cli, args []string) error {
-	return c.withDeadLetter(ctx, "dlq show", args, func(q *dlq.Queue, id int64) error {
+	return c.withDeadLetter(ctx, "dlq show", args, func(q *deadletter.Queue, id int64) error {
 		return c.showDeadLetter(ctx, q, id)
 	})
 }
 
-func (c *cli) showDeadLetter(ctx context.Context, q *dlq.Queue, id int64) error {
+func (c *cli) showDeadLetter(ctx context.Context, q *deadletter.Queue, id int64) error {
 	d, err := q.Get(ctx, id)
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 }
 
 func dlqRemove(ctx context.Context, c *cli, args []string) error {
-	return c.withDeadLetter(ctx, "dlq rm", args, func(q *dlq.Queue, id int64) error {
+	return c.withDeadLetter(ctx, "dlq rm", args, func(q *deadletter.Queue, id int64) error {
 		if err := q.Delete(ctx, id); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
@@ -26,7 +26,7 @@ var emitted = slices.Concat(pipemetrics.Names, []string{
 	processor.MetricDBQueries, processor.MetricDBInserts, processor.MetricQueueDepth,
 	processor.MetricJobDuration, processor.MetricQueueOverflow, processor.MetricFailure,
 	processor.MetricEventsAtRisk, processor.MetricDeadLettered,
-	reconcile.MetricDrift, dlq.MetricReplayed, dlq.MetricPurged,
+	reconcile.MetricDrift, deadletter.MetricReplayed, deadletter.MetricPurged,
 })
 
 type monitor struct {

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
@@ -109,9 +109,9 @@ var Metrics = []Metric{
 		Help: "Times the read replica answered again after being unavailable."},
 	{Statsd: reconcile.MetricDrift, Name: "uum_reconcile_drift_total", Kind: Counter, Labels: []string{"event_name", "table"},
 		Help: "Totals (table unique_event_totals) and day counts (unique_event_days) found to differ from their rows."},
-	{Statsd: dlq.MetricReplayed, Name: "uum_dlq_replayed_total", Kind: Counter,
+	{Statsd: deadletter.MetricReplayed, Name: "uum_dlq_replayed_total", Kind: Counter,
 		Help: "Dead letters replayed."},
-	{Statsd: dlq.MetricPurged, Name: "uum_dlq_purged_total", Kind: Counter,
+	{Statsd: deadletter.MetricPurged, Name: "uum_dlq_purged_total", Kind: Counter,
 		Help: "Closed dead letters purged by UUM_DLQ_RETENTION."},
 	{Statsd: uniqueevents.MetricLogDuration, Name: "uum_unique_user_metrics_log_events_duration_seconds", Kind: Histogram,
 		Labels: []string{"outcome"}, Buckets: pushBuckets, Millis: true,

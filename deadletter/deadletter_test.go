@@ -1,4 +1,4 @@
-package dlq_test
+package deadletter_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/dlq"
+	"github.com/uumhq/uum/deadletter"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"
@@ -53,7 +53,9 @@ func setup(t *testing.T) *testBundle {
 	return b
 }
 
-func (b *testBundle) queue() *dlq.Queue { return dlq.New(b.store, b.buf, b.names, nil, nil) }
+func (b *testBundle) queue() *deadletter.Queue {
+	return deadletter.New(b.store, b.buf, b.names, nil, nil)
+}
 
 func (b *testBundle) push(t *testing.T, entries ...string) {
 	t.Helper()
@@ -88,7 +90,7 @@ func wire(user uum.UUID, name string) string {
 
 func (b *testBundle) all(t *testing.T, f store.DeadLetterFilter) []store.DeadLetterRecord {
 	t.Helper()
-	p, err := b.queue().List(context.Background(), f, "", dlq.MaxPageSize)
+	p, err := b.queue().List(context.Background(), f, "", deadletter.MaxPageSize)
 	require.NoError(t, err)
 	return p.DeadLetters
 }
@@ -117,7 +119,7 @@ func TestQueue(t *testing.T) {
 
 		// Still unknown: 422-style refusal, counted as an attempt.
 		err := b.queue().Replay(ctx, dl.ID)
-		var inv *dlq.InvalidError
+		var inv *deadletter.InvalidError
 		require.ErrorAs(t, err, &inv)
 		require.Equal(t, "unknown event name", inv.Reason)
 		got, err := b.queue().Get(ctx, dl.ID)
@@ -150,7 +152,7 @@ func TestQueue(t *testing.T) {
 
 		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, false, nil)
 		require.NoError(t, err)
-		require.Equal(t, dlq.BulkResult{Replayed: 1}, res)
+		require.Equal(t, deadletter.BulkResult{Replayed: 1}, res)
 		b.drain(t)
 		require.Equal(t, int64(1), b.total(t, "other"))
 	})
@@ -166,7 +168,7 @@ func TestQueue(t *testing.T) {
 		var progress []int
 		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, true, func(n int) { progress = append(progress, n) })
 		require.NoError(t, err)
-		require.Equal(t, dlq.BulkResult{Replayed: 2, StillInvalid: 2}, res)
+		require.Equal(t, deadletter.BulkResult{Replayed: 2, StillInvalid: 2}, res)
 		require.Equal(t, []int{4}, progress)
 		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), 4)
 		n, err := b.buf.Len(ctx)
@@ -175,16 +177,16 @@ func TestQueue(t *testing.T) {
 
 		res, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{EventName: "later"}, false, nil)
 		require.NoError(t, err)
-		require.Equal(t, dlq.BulkResult{Replayed: 2}, res)
+		require.Equal(t, deadletter.BulkResult{Replayed: 2}, res)
 		b.drain(t)
 		require.Equal(t, int64(2), b.total(t, "later"))
 		// A second bulk run finds nothing open under the filter.
 		res, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{EventName: "later"}, false, nil)
 		require.NoError(t, err)
-		require.Equal(t, dlq.BulkResult{}, res)
+		require.Equal(t, deadletter.BulkResult{}, res)
 		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), 2)
 		_, err = b.queue().ReplayMatching(ctx, store.DeadLetterFilter{Status: store.DeadLetterDeleted}, true, nil)
-		require.ErrorIs(t, err, dlq.ErrBadStatus)
+		require.ErrorIs(t, err, deadletter.ErrBadStatus)
 	})
 
 	t.Run("FiltersAndPages", func(t *testing.T) {
@@ -220,7 +222,7 @@ func TestQueue(t *testing.T) {
 			require.Less(t, seen[i], seen[i-1], "newest first, no repeats")
 		}
 		_, err := b.queue().List(ctx, store.DeadLetterFilter{}, "x", 4)
-		require.ErrorIs(t, err, dlq.ErrBadCursor)
+		require.ErrorIs(t, err, deadletter.ErrBadCursor)
 	})
 
 	t.Run("DeleteThenPurge", func(t *testing.T) {
@@ -231,7 +233,7 @@ func TestQueue(t *testing.T) {
 		dls := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, dls, 2)
 		require.NoError(t, b.queue().Delete(ctx, dls[0].ID))
-		require.ErrorIs(t, b.queue().Replay(ctx, dls[0].ID), dlq.ErrDeleted)
+		require.ErrorIs(t, b.queue().Replay(ctx, dls[0].ID), deadletter.ErrDeleted)
 		require.ErrorIs(t, b.queue().Delete(ctx, 1<<40), store.ErrNotFound)
 		_, err := b.queue().Get(ctx, 1<<40)
 		require.ErrorIs(t, err, store.ErrNotFound)
@@ -276,11 +278,11 @@ func TestQueue(t *testing.T) {
 		stored := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, stored, len(raws))
 		err = b.queue().Replay(ctx, stored[0].ID)
-		var inv *dlq.InvalidError
+		var inv *deadletter.InvalidError
 		require.ErrorAs(t, err, &inv)
 		res, err := b.queue().ReplayMatching(ctx, store.DeadLetterFilter{}, false, nil)
 		require.NoError(t, err)
-		require.Equal(t, dlq.BulkResult{StillInvalid: len(raws)}, res)
+		require.Equal(t, deadletter.BulkResult{StillInvalid: len(raws)}, res)
 		require.Len(t, b.all(t, store.DeadLetterFilter{Status: store.DeadLetterOpen}), len(raws), "every one stays open")
 		n, err := b.buf.Len(ctx)
 		require.NoError(t, err)
@@ -297,7 +299,7 @@ func TestQueue(t *testing.T) {
 		require.Equal(t, store.DeadLetterKindRun, dls[0].Kind)
 		require.Equal(t, 4, dls[0].Attempts)
 		err := b.queue().Replay(ctx, dls[0].ID)
-		var inv *dlq.InvalidError
+		var inv *deadletter.InvalidError
 		require.ErrorAs(t, err, &inv)
 		require.True(t, errors.As(err, &inv))
 	})

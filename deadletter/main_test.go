@@ -1,4 +1,4 @@
-package dlq_test
+package deadletter_test
 
 import (
 	"testing"

@@ -1,11 +1,13 @@
-// Package dlq is the dead-letter queue as operators work it: list and
-// inspect what the drain could not count, replay entries once they are
+// Package deadletter is the dead-letter queue as operators work it: list
+// and inspect what the drain could not count, replay entries once they are
 // valid (one at a time or in bulk by filter, with a dry run) and delete
-// the rest. A replay pushes the raw entry back into the buffer, so it
+// the rest. The rows are store's DeadLetter records; "DLQ" is the name
+// operators see for the same table (uumctl dlq, /v1/dlq, uum.dlq.*
+// metrics, UUM_DLQ_RETENTION). A replay pushes the raw entry back into the buffer, so it
 // goes through the same idempotent drain as everything else: replaying
 // twice, or replaying a pair that already counted, never counts twice.
 // The API and uumctl share this package.
-package dlq
+package deadletter
 
 import (
 	"context"
