@@ -255,13 +255,23 @@ ensure_redis() { # VAR
 }
 
 # ensure_redis_binary: the asynq tests start a private redis-server of
-# their own (internal/redistest.Server), whatever TEST_REDIS_URL points at.
+# their own (internal/redistest.Server), whatever TEST_REDIS_URL points at,
+# and the Redis Cluster tests a cluster of six (scripts/redis-cluster.sh),
+# which redis-cli creates: Debian's redis-server brings redis-tools, which
+# holds redis-cli.
 ensure_redis_binary() {
-	[[ -n ${TEST_REDIS_SERVER:-} ]] && return 0
-	command -v redis-server >/dev/null && return 0
+	local cli=redis-cli
+	[[ -n ${TEST_REDIS_SERVER:-} ]] && cli=$(dirname "$TEST_REDIS_SERVER")/redis-cli
+	if [[ -n ${TEST_REDIS_SERVER:-} ]] || command -v redis-server >/dev/null; then
+		command -v "$cli" >/dev/null || command -v redis-cli >/dev/null && return 0
+		command -v apt-get >/dev/null ||
+			die "the Redis Cluster tests need redis-cli: install it (Debian: redis-tools; macOS: brew install redis)"
+		apt_install TEST_REDIS_SERVER redis-tools
+		return 0
+	fi
 	command -v apt-get >/dev/null ||
 		die "the tests start a private redis-server of their own: install redis-server (macOS: brew install redis), or set TEST_REDIS_SERVER to its path"
-	apt_install TEST_REDIS_SERVER redis-server
+	apt_install TEST_REDIS_SERVER redis-server redis-tools
 }
 
 # ensure_chromium: the console's browser tests (cmd/api) drive Debian's

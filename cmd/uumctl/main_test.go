@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
+	goleak.VerifyTestMain(stopsCluster{m}, dbtest.LeakOptions()...)
 }
 
 // uumctl runs the command and returns stdout and the exit status.

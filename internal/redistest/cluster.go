@@ -3,6 +3,8 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,25 +37,53 @@ func Cluster(t testing.TB) *redis.ClusterOptions {
 // its port and pid), for tests that kill a node.
 func ClusterURL(t testing.TB) (url, dir string) {
 	t.Helper()
-	script := clusterScript(t)
 	dir = filepath.Join(t.TempDir(), "cluster")
+	url, stop, err := StartCluster(dir)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("redistest: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return url, dir
+}
+
+// StartCluster starts a cluster as ClusterURL does, with its nodes' files
+// in dir, for a cluster that the tests of a package share: their
+// TestMain calls stop once they have run. stop stops only the nodes this
+// call started, and is safe to call when the start failed.
+func StartCluster(dir string) (url string, stop func() error, err error) {
+	script, err := clusterScriptPath()
+	if err != nil {
+		return "", func() error { return nil }, err
+	}
+	stop = func() error {
+		if out, err := exec.Command(script, "stop", dir).CombinedOutput(); err != nil {
+			return fmt.Errorf("stop cluster: %w: %s", err, out)
+		}
+		return nil
+	}
+	server, err := serverBinary()
+	if err != nil {
+		return "", stop, err
+	}
 	// The script waits up to 120 s for the cluster to settle; give it margin.
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, script, "start", dir)
-	cmd.Env = append(os.Environ(), "REDIS_SERVER="+serverPath(t))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	t.Cleanup(func() {
-		stop := exec.Command(script, "stop", dir)
-		if out, err := stop.CombinedOutput(); err != nil {
-			t.Errorf("redistest: stop cluster: %v: %s", err, out)
-		}
-	})
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("redistest: start cluster: %v: %s", err, stderr.String())
+	cmd.Env = append(os.Environ(), "REDIS_SERVER="+server)
+	// A redis-cli beside TEST_REDIS_SERVER is of the same build.
+	if cli := filepath.Join(filepath.Dir(server), "redis-cli"); isFile(cli) {
+		cmd.Env = append(cmd.Env, "REDIS_CLI="+cli)
 	}
-	return strings.TrimSpace(stdout.String()), dir
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", stop, fmt.Errorf("start cluster: %w: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String()), stop, nil
 }
 
 // WaitClusterOK waits until every node of opts answers CLUSTER INFO with
@@ -73,17 +103,21 @@ func WaitClusterOK(t testing.TB, c *redis.ClusterClient, within time.Duration) {
 	}
 }
 
-// clusterScript finds scripts/redis-cluster.sh from this file's place in
-// the module, so that tests of any package can run it.
-func clusterScript(t testing.TB) string {
-	t.Helper()
+// clusterScriptPath finds scripts/redis-cluster.sh from this file's
+// place in the module, so that tests of any package can run it.
+func clusterScriptPath() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatal("redistest: cannot locate the module root")
+		return "", errors.New("cannot locate the module root")
 	}
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "redis-cluster.sh")
 	if _, err := os.Stat(script); err != nil {
-		t.Fatalf("redistest: %v", err)
+		return "", err
 	}
-	return script
+	return script, nil
+}
+
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }

@@ -52,15 +52,24 @@ func Server(t testing.TB) *redis.Options {
 // redis-server on PATH.
 func serverPath(t testing.TB) string {
 	t.Helper()
+	path, err := serverBinary()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return path
+}
+
+// serverBinary finds redis-server, or the binary TEST_REDIS_SERVER names.
+func serverBinary() (string, error) {
 	bin := os.Getenv("TEST_REDIS_SERVER")
 	if bin == "" {
 		bin = "redis-server"
 	}
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		t.Fatalf("redistest: the test starts a redis-server of its own, and %q is not found: run scripts/services.sh test, install redis-server, or set TEST_REDIS_SERVER: %v", bin, err)
+		return "", fmt.Errorf("the test starts a redis-server of its own, and %q is not found: run scripts/services.sh test, install redis-server, or set TEST_REDIS_SERVER: %w", bin, err)
 	}
-	return path
+	return path, nil
 }
 
 // startServer runs redis-server on a free port and returns its address
