@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,35 +21,199 @@ import (
 
 // BenchmarkPairTable commits batches of 1,000 new pairs (random users,
 // five names), the drain's Postgres transaction for a batch of unseen
-// pairs, into each layout of the pair table: the plain table of installs
-// made before migration 00009, and the compact table hash-partitioned
-// into 4, 16 and 64 partitions. It reports pairs/s. With the table
-// preloaded (UUM_BENCH_PAIR_ROWS, a list of sizes, default 0: empty only;
-// e.g. 0,5000000,20000000), each size in a schema of its own so the
-// figures compare within one run, it also reports the bytes each row takes
-// (table, key and TOAST, over the rows; a plain table is its own leaf) and what a VACUUM and a REINDEX of
-// one partition cost against the whole table, in ms. UUM_BENCH_LAYOUTS
-// limits the layouts (e.g. plain,16).
+// pairs, into each layout of the pair table (UUM_BENCH_LAYOUTS, default
+// plain,4,16,64): the plain table of installs made before migration 00009,
+// and the compact table hash-partitioned into N partitions. The layouts
+// take turns batch by batch, so a checkpoint, autovacuum or another
+// process's load falls on all of them alike: run one after another, the
+// later layouts met the checkpoints the earlier ones' WAL caused, and
+// differences of 30 % were order, not layout.
+//
+// It reports pairs/s into the empty tables. With UUM_BENCH_PAIR_ROWS (a
+// list of sizes, e.g. 20000000; opt-in, the load takes minutes) it grows
+// the same tables to each size as the drain would (dbtest.GrowPairs: key in
+// place, random key order) and reports, at each size, pairs/s, that as a
+// percentage of the empty-table figure, and the bytes a row takes (heap
+// and key, over the rows); at the last size, what a VACUUM and a REINDEX
+// of one partition cost against the whole table, in ms.
+// UUM_BENCH_BATCHES (default 200) is the batches per layout and size.
 func BenchmarkPairTable(b *testing.B) {
 	sizes, err := intList("UUM_BENCH_PAIR_ROWS", "0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	layouts, err := intList("UUM_BENCH_LAYOUTS", "0,4,16,64") // 0: plain
+	parts, err := intList("UUM_BENCH_LAYOUTS", "0,4,16,64") // 0: plain
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, rows := range sizes {
-		for _, parts := range layouts {
-			name := "Plain"
-			if parts > 0 {
-				name = fmt.Sprintf("Partitions=%d", parts)
+	batches, err := intList("UUM_BENCH_BATCHES", "200")
+	if err != nil || len(batches) != 1 || batches[0] < 1 {
+		b.Fatalf("UUM_BENCH_BATCHES: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCHES"))
+	}
+	sizes = slices.DeleteFunc(slices.Sorted(slices.Values(sizes)), func(n int) bool { return n == 0 })
+	for b.Loop() {
+		layouts := make([]*pairLayout, len(parts))
+		for i, p := range parts {
+			layouts[i] = newPairLayout(b, p)
+		}
+		measurePairs(b, layouts, batches[0], 0)
+		rows := 0
+		for _, size := range sizes {
+			growPairs(b, layouts, rows, size)
+			rows = size
+			measurePairs(b, layouts, batches[0], size)
+		}
+		if rows > 0 {
+			for _, l := range layouts {
+				l.reportMaintenance(b)
 			}
-			b.Run(fmt.Sprintf("%s/Rows=%d", name, rows), func(b *testing.B) {
-				benchmarkPairTable(b, parts, rows)
-			})
 		}
 	}
+}
+
+// pairLayout is one layout of the pair table in a schema of its own.
+type pairLayout struct {
+	name  string // plain or pN
+	parts int    // 0: plain
+	pool  *pgxpool.Pool
+	st    *store.Store
+	empty float64 // pairs/s into the empty table
+}
+
+func newPairLayout(b *testing.B, parts int) *pairLayout {
+	l := &pairLayout{name: "plain", parts: parts}
+	if parts == 0 {
+		l.pool = dbtest.PlainSchema(b)
+	} else {
+		l.name = fmt.Sprintf("p%d", parts)
+		l.pool, _ = dbtest.EmptySchema(b)
+		err := migrations.Apply(context.Background(), l.pool, slog.New(slog.DiscardHandler), migrations.WithPartitions(parts))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	l.st = store.New(l.pool)
+	return l
+}
+
+// growPairs grows every layout's table from rows to size, a chunk of a
+// million rows at a time, the layouts taking turns.
+func growPairs(b *testing.B, layouts []*pairLayout, rows, size int) {
+	const chunk = 1_000_000
+	start := time.Now()
+	for from := rows; from < size; from += chunk {
+		for _, l := range layouts {
+			dbtest.GrowPairs(b, l.pool, from, min(from+chunk, size), 40)
+		}
+	}
+	b.Logf("grew %d layouts from %d to %d rows in %s", len(layouts), rows, size, time.Since(start).Round(time.Second))
+}
+
+// measurePairs commits batches new pairs into each layout, taking turns
+// (the first layout changes each round), and reports each one's pairs/s
+// at size rows.
+func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
+	ctx := context.Background()
+	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
+	const batch = 1000
+	spent := make([]time.Duration, len(layouts))
+	pairs := make([]uum.Pair, batch)
+	for round := range batches {
+		for k := range layouts {
+			i := (round + k) % len(layouts)
+			for j := range pairs {
+				pairs[j] = uum.Pair{UserID: uum.NewUUID(), Name: names[j%len(names)]}
+			}
+			start := time.Now()
+			res, err := dbtest.Commit(ctx, layouts[i].st, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
+			spent[i] += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Inserted) != batch {
+				b.Fatalf("%s: inserted %d pairs, want %d", layouts[i].name, len(res.Inserted), batch)
+			}
+		}
+	}
+	at := sizeName(size)
+	for i, l := range layouts {
+		rate := float64(batch*batches) / spent[i].Seconds()
+		b.ReportMetric(rate, "pairs/s-"+at+"-"+l.name)
+		if size == 0 {
+			l.empty = rate
+			continue
+		}
+		b.ReportMetric(100*rate/l.empty, "%-of-empty-"+at+"-"+l.name)
+		heap, key := l.bytesPerRow(b)
+		b.ReportMetric(heap+key, "B/row-"+at+"-"+l.name)
+		b.ReportMetric(key, "key-B/row-"+at+"-"+l.name)
+		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty), %.1f B/row (heap %.1f, key %.1f)",
+			l.name, at, rate, 100*rate/l.empty, heap+key, heap, key)
+	}
+}
+
+// sizeName writes a row count as 0, 20M or 500k.
+func sizeName(n int) string {
+	switch {
+	case n == 0:
+		return "empty"
+	case n%1_000_000 == 0:
+		return strconv.Itoa(n/1_000_000) + "M"
+	case n%1000 == 0:
+		return strconv.Itoa(n/1000) + "k"
+	}
+	return strconv.Itoa(n)
+}
+
+// bytesPerRow returns the bytes per row of the pair table's heap (with
+// its free-space and visibility maps and TOAST) and of its key, summed
+// over the partitions (a plain table is its own leaf).
+func (l *pairLayout) bytesPerRow(b *testing.B) (heap, key float64) {
+	b.Helper()
+	table := l.table()
+	// pg_partition_tree gives no rows for a plain table.
+	err := l.pool.QueryRow(context.Background(), `
+		WITH leaves AS (
+			SELECT relid FROM pg_partition_tree($1::regclass) WHERE isleaf
+			UNION SELECT $1::regclass WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($1::regclass))
+		)
+		SELECT sum(pg_table_size(relid))::float8 / n, sum(pg_indexes_size(relid))::float8 / n
+		FROM leaves, (SELECT count(*) AS n FROM `+table+`) c GROUP BY n`, table).Scan(&heap, &key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return heap, key
+}
+
+func (l *pairLayout) table() string {
+	if l.parts == 0 {
+		return "unique_user_events"
+	}
+	return "unique_user_pairs"
+}
+
+// reportMaintenance reports how long a VACUUM and a REINDEX of one
+// partition (the whole table when plain) and of the whole table take.
+// The whole-table REINDEX comes last: it leaves the key freshly built.
+func (l *pairLayout) reportMaintenance(b *testing.B) {
+	b.Helper()
+	table, one := l.table(), l.table()
+	if l.parts > 0 {
+		one = "unique_user_pairs_0"
+	}
+	timed := func(sql string) float64 {
+		start := time.Now()
+		if _, err := l.pool.Exec(context.Background(), sql); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
+		return float64(time.Since(start).Microseconds()) / 1000
+	}
+	b.ReportMetric(timed(`VACUUM `+one), "vacuum-one-ms-"+l.name)
+	b.ReportMetric(timed(`VACUUM `+table), "vacuum-all-ms-"+l.name)
+	b.ReportMetric(timed(`REINDEX TABLE `+one), "reindex-one-ms-"+l.name)
+	b.ReportMetric(timed(`REINDEX TABLE `+table), "reindex-all-ms-"+l.name)
+	heap, key := l.bytesPerRow(b)
+	b.ReportMetric(heap+key, "B/row-reindexed-"+l.name)
 }
 
 // intList parses the comma-separated non-negative integers of the
@@ -71,76 +236,4 @@ func intList(name, def string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func benchmarkPairTable(b *testing.B, parts, rows int) {
-	ctx := context.Background()
-	var pool *pgxpool.Pool
-	if parts == 0 {
-		pool = dbtest.PlainSchema(b)
-	} else {
-		pool, _ = dbtest.EmptySchema(b)
-		if err := migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler), migrations.WithPartitions(parts)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if rows > 0 {
-		start := time.Now()
-		dbtest.LoadPairs(b, pool, rows, 40, false)
-		b.Logf("loaded %d rows in %s", rows, time.Since(start).Round(time.Second))
-	}
-	st := store.New(pool)
-	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
-	const batch = 1000
-	pairs := make([]uum.Pair, batch)
-	inserted := 0
-	for b.Loop() {
-		b.StopTimer()
-		for i := range pairs {
-			pairs[i] = uum.Pair{UserID: uum.NewUUID(), Name: names[i%len(names)]}
-		}
-		b.StartTimer()
-		res, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		inserted += len(res.Inserted)
-	}
-	if inserted != batch*b.N {
-		b.Fatalf("inserted %d pairs, want %d", inserted, batch*b.N)
-	}
-	b.ReportMetric(float64(inserted)/b.Elapsed().Seconds(), "pairs/s")
-	if rows > 0 {
-		reportTableCosts(ctx, b, pool, parts)
-	}
-}
-
-// reportTableCosts reports the bytes a row of the pair table takes and
-// how long a VACUUM and a REINDEX of one partition (the whole table when
-// plain) and of the whole table take.
-func reportTableCosts(ctx context.Context, b *testing.B, pool *pgxpool.Pool, parts int) {
-	b.Helper()
-	table, one := "unique_user_events", "unique_user_events"
-	if parts > 0 {
-		table, one = "unique_user_pairs", "unique_user_pairs_0"
-	}
-	var perRow float64
-	err := pool.QueryRow(ctx, `
-		SELECT coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1::regclass) WHERE isleaf),
-		                pg_total_relation_size($1::regclass))::float8 / (SELECT count(*) FROM `+table+`)`, table).Scan(&perRow)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(perRow, "B/row")
-	timed := func(sql string) float64 {
-		start := time.Now()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			b.Fatalf("%s: %v", sql, err)
-		}
-		return float64(time.Since(start).Microseconds()) / 1000
-	}
-	b.ReportMetric(timed(`VACUUM `+one), "vacuum-one-ms")
-	b.ReportMetric(timed(`VACUUM `+table), "vacuum-all-ms")
-	b.ReportMetric(timed(`REINDEX TABLE `+one), "reindex-one-ms")
-	b.ReportMetric(timed(`REINDEX TABLE `+table), "reindex-all-ms")
 }

@@ -248,6 +248,45 @@ func LoadPairs(tb testing.TB, pool *pgxpool.Pool, rows, names int, unlogged bool
 	}
 }
 
+// GrowPairs adds the pairs from+1 ... to (users md5(i::text), as
+// LoadPairs makes them, over names event names) to the pair table of a
+// schema from Schema as the drain would leave them: into the table with
+// its key in place, in random key order, so the key's pages are split as
+// random inserts split them (about 70 % full, where LoadPairs's key,
+// built after the rows, is 90 %). It adds them to unique_event_totals;
+// the day counts are left as they were (benchmarks of the drain's write
+// do not read them).
+func GrowPairs(tb testing.TB, pool *pgxpool.Pool, from, to, names int) {
+	tb.Helper()
+	ctx := context.Background()
+	var compact bool
+	if err := pool.QueryRow(ctx, `SELECT relkind = 'v' FROM pg_class WHERE oid = 'unique_user_events'::regclass`).Scan(&compact); err != nil {
+		tb.Fatalf("grow pairs: layout: %v", err)
+	}
+	rows := fmt.Sprintf(`generate_series(%d, %d) i`, from+1, to)
+	insert := `INSERT INTO unique_user_events (user_id, event_name, created_at)
+		SELECT md5(i::text)::uuid, 'event_' || (i %% %d), now() - (i %% 8760) * interval '1 hour' FROM ` + rows
+	if compact {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO event_names (name) SELECT 'event_' || i FROM generate_series(0, %d) i ORDER BY i
+			ON CONFLICT (name) DO NOTHING`, names-1)); err != nil {
+			tb.Fatalf("grow pairs: names: %v", err)
+		}
+		insert = `INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+			SELECT md5(i::text)::uuid, now() - (i %% 8760) * interval '1 hour', ids[1 + i %% %d]
+			FROM ` + rows + `, (SELECT array_agg(id ORDER BY substr(name, 7)::int) AS ids FROM event_names WHERE name ~ '^event_[0-9]+$') n`
+	}
+	for _, sql := range []string{
+		fmt.Sprintf(insert, names),
+		fmt.Sprintf(`INSERT INTO unique_event_totals AS t (event_name, unique_users)
+			SELECT 'event_' || (i %% %d), count(*) FROM `+rows+` GROUP BY 1 ORDER BY 1
+			ON CONFLICT (event_name) DO UPDATE SET unique_users = t.unique_users + EXCLUDED.unique_users`, names),
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			tb.Fatalf("grow pairs: %s: %v", sql, err)
+		}
+	}
+}
+
 func loadPlainSQL(rows, names int, unlogged bool) []string {
 	sqls := []string{`ALTER TABLE unique_user_events DROP CONSTRAINT unique_user_events_pkey`}
 	if unlogged {
