@@ -38,7 +38,7 @@ type EventLogger interface {
 	// naming "events[i].field" for bad input; any other error means the
 	// buffer failed, wrapping uniqueevents.ErrMaybeBuffered when the events
 	// may be buffered all the same.
-	Track(ctx context.Context, events ...uniqueevents.Event) ([]string, error)
+	Track(ctx context.Context, events ...uniqueevents.TrackedEvent) ([]string, error)
 	// EventLogged reports whether userID ever logged name. It returns a
 	// *uum.ValidationError naming "user_id" or "event_name" for bad input.
 	EventLogged(ctx context.Context, userID, name string) (bool, error)

@@ -68,7 +68,7 @@ func (f *fakeEvents) LogEvents(_ context.Context, user uniqueevents.User, names 
 	return names, nil
 }
 
-func (f *fakeEvents) Track(context.Context, ...uniqueevents.Event) ([]string, error) {
+func (f *fakeEvents) Track(context.Context, ...uniqueevents.TrackedEvent) ([]string, error) {
 	panic("fakeEvents.Track: track tests use the real client")
 }
 

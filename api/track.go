@@ -61,7 +61,7 @@ var trackFields = []string{"id", "type", "occurred_at", "org_id", "dimensions", 
 // them again) and the JSON text as sent with uum.ValidateJSON, the rules
 // the drain applies. It returns a *uum.ValidationError naming the first bad
 // field, "events[3].id".
-func decodeTrack(body []byte, now time.Time) ([]uniqueevents.Event, error) {
+func decodeTrack(body []byte, now time.Time) ([]uniqueevents.TrackedEvent, error) {
 	fields, err := decodeObject("body", body)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func decodeTrack(body []byte, now time.Time) ([]uniqueevents.Event, error) {
 	case len(elems) > uum.MaxTrackEvents:
 		return nil, invalid("events", fmt.Sprintf("must contain at most %d events, got %d", uum.MaxTrackEvents, len(elems)))
 	}
-	events := make([]uniqueevents.Event, len(elems))
+	events := make([]uniqueevents.TrackedEvent, len(elems))
 	for i, raw := range elems {
 		prefix := fmt.Sprintf("events[%d]", i)
 		if events[i], err = decodeTracked(prefix, raw); err != nil {
@@ -105,8 +105,8 @@ func decodeTrack(body []byte, now time.Time) ([]uniqueevents.Event, error) {
 
 // decodeTracked decodes the JSON shape of one event; field names in its
 // errors start with prefix.
-func decodeTracked(prefix string, raw json.RawMessage) (uniqueevents.Event, error) {
-	var e uniqueevents.Event
+func decodeTracked(prefix string, raw json.RawMessage) (uniqueevents.TrackedEvent, error) {
+	var e uniqueevents.TrackedEvent
 	fields, err := decodeObject(prefix, raw)
 	if err != nil {
 		return e, err

@@ -64,7 +64,7 @@ func ExampleClient_LogEvents() {
 
 	// Tracked events carry their own globally unique ids; the drain counts
 	// each id once, however often it is delivered.
-	ids, err := client.Track(ctx, uniqueevents.Event{
+	ids, err := client.Track(ctx, uniqueevents.TrackedEvent{
 		ID:         "0b7e0c2e-9a1d-4f6e-8c55-2f1f1d3c9a10",
 		Type:       "account.connected",
 		OrgID:      "org-1",

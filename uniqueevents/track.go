@@ -9,9 +9,17 @@ import (
 	"github.com/uumhq/uum"
 )
 
-// Event is a tracked event: see uum.TrackedEvent for its fields and
-// limits.
-type Event = uum.TrackedEvent
+// TrackedEvent is what Track buffers: an event with its own id, a type,
+// dimensions and a payload, which the drain projects onto counters. See
+// uum.TrackedEvent for its fields and limits. (A user event, which
+// LogEvents buffers, is a uum.Event: a user id and an event name.)
+type TrackedEvent = uum.TrackedEvent
+
+// Event is the former name of TrackedEvent.
+//
+// Deprecated: use TrackedEvent. Event is the same type; the name read as
+// uum.Event, a user event, which it is not.
+type Event = TrackedEvent
 
 // Track buffers events, one entry each, in one LPUSH: all of them or
 // none. It returns the ids buffered, in order, or an empty list when
@@ -25,7 +33,7 @@ type Event = uum.TrackedEvent
 // It returns a *uum.ValidationError naming the first bad field
 // ("events[3].id") for bad input, and buffers nothing. When logging is
 // disabled it still validates.
-func (c *Client) Track(ctx context.Context, events ...Event) ([]string, error) {
+func (c *Client) Track(ctx context.Context, events ...TrackedEvent) ([]string, error) {
 	start := time.Now()
 	if c == nil {
 		return nil, ErrNoDefault
@@ -49,7 +57,7 @@ func (c *Client) Track(ctx context.Context, events ...Event) ([]string, error) {
 
 // encodeTracked validates events and returns their wire entries, buffered
 // at now.
-func encodeTracked(events []Event, now time.Time) ([][]byte, error) {
+func encodeTracked(events []TrackedEvent, now time.Time) ([][]byte, error) {
 	switch {
 	case len(events) == 0:
 		return nil, &uum.ValidationError{Field: "events", Reason: "must contain at least one event"}
@@ -76,6 +84,6 @@ func encodeTracked(events []Event, now time.Time) ([][]byte, error) {
 }
 
 // Track calls Track on the default client.
-func Track(ctx context.Context, events ...Event) ([]string, error) {
+func Track(ctx context.Context, events ...TrackedEvent) ([]string, error) {
 	return Default().Track(ctx, events...)
 }

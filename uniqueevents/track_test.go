@@ -16,6 +16,10 @@ import (
 	"github.com/uumhq/uum/uniqueevents"
 )
 
+// The former name of TrackedEvent keeps compiling, as the same type, so
+// code written against it still builds.
+var _ []uniqueevents.TrackedEvent = []uniqueevents.Event{{ID: "e1", Type: "a"}} //nolint:staticcheck // the deprecated name is what this checks
+
 func TestTrack(t *testing.T) {
 	t.Parallel()
 	redistest.RunBackends(t, testTrack)
@@ -61,7 +65,7 @@ func testTrack(t *testing.T, be redistest.Backend) {
 		t.Parallel()
 		b := setup(t, nil)
 		at := time.Now().Add(-time.Hour).UTC().Truncate(time.Microsecond)
-		events := []uniqueevents.Event{
+		events := []uniqueevents.TrackedEvent{
 			{ID: "e1", Type: "account.connected", OccurredAt: at, OrgID: "o1",
 				Dimensions: map[string]string{"masterAccountId": "m1"}, Payload: json.RawMessage(`{"ip": "10.0.0.1"}`)},
 			{ID: "e2", Type: "account.disconnected"},
@@ -93,9 +97,9 @@ func testTrack(t *testing.T, be redistest.Backend) {
 		t.Parallel()
 		b := setup(t, nil)
 		ids, err := b.client.Track(ctx,
-			uniqueevents.Event{ID: "e1", Type: "a"},
-			uniqueevents.Event{ID: "e2", Type: "a"},
-			uniqueevents.Event{ID: "e3", Type: "a", Dimensions: map[string]string{"k": strings.Repeat("v", 257)}},
+			uniqueevents.TrackedEvent{ID: "e1", Type: "a"},
+			uniqueevents.TrackedEvent{ID: "e2", Type: "a"},
+			uniqueevents.TrackedEvent{ID: "e3", Type: "a", Dimensions: map[string]string{"k": strings.Repeat("v", 257)}},
 		)
 		require.Nil(t, ids)
 		verr := requireValidationError(t, err, "events[2].dimensions.k")
@@ -107,8 +111,8 @@ func testTrack(t *testing.T, be redistest.Backend) {
 	t.Run("RefusesWhatTheDatabaseCannotStore", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
-		ok := uniqueevents.Event{ID: "e0", Type: "a"}
-		for field, bad := range map[string]uniqueevents.Event{
+		ok := uniqueevents.TrackedEvent{ID: "e0", Type: "a"}
+		for field, bad := range map[string]uniqueevents.TrackedEvent{
 			"events[1].dimensions.site": {ID: "e1", Type: "a", Dimensions: map[string]string{"site": "x\x00"}},
 			"events[1].payload.a[0]":    {ID: "e1", Type: "a", Payload: json.RawMessage(`{"a":["\u0000"]}`)},
 			`events[1].payload.\u0000`:  {ID: "e1", Type: "a", Payload: json.RawMessage(`{"\u0000":1}`)},
@@ -130,7 +134,7 @@ func testTrack(t *testing.T, be redistest.Backend) {
 		// still 9999: the wire keeps the buffered-at time to the
 		// millisecond and occurred_at in UTC, and the drain judges those.
 		east := time.FixedZone("east", 3600)
-		events := []uniqueevents.Event{
+		events := []uniqueevents.TrackedEvent{
 			{ID: "e1", Type: "a", OccurredAt: time.Now().Add(uum.MaxFutureOccurredSkew)},
 			{ID: "e2", Type: "a", OccurredAt: time.Date(10000, 1, 1, 0, 30, 0, 0, east)},
 		}
@@ -146,7 +150,7 @@ func testTrack(t *testing.T, be redistest.Backend) {
 	t.Run("RejectsFutureEvents", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
-		_, err := b.client.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a", OccurredAt: time.Now().Add(6 * time.Minute)})
+		_, err := b.client.Track(ctx, uniqueevents.TrackedEvent{ID: "e1", Type: "a", OccurredAt: time.Now().Add(6 * time.Minute)})
 		requireValidationError(t, err, "events[0].occurred_at")
 		require.Empty(t, tracked(t, b))
 	})
@@ -156,9 +160,9 @@ func testTrack(t *testing.T, be redistest.Backend) {
 		b := setup(t, nil)
 		_, err := b.client.Track(ctx)
 		requireValidationError(t, err, "events")
-		many := make([]uniqueevents.Event, uum.MaxTrackEvents+1)
+		many := make([]uniqueevents.TrackedEvent, uum.MaxTrackEvents+1)
 		for i := range many {
-			many[i] = uniqueevents.Event{ID: "e" + strings.Repeat("x", i%100), Type: "a"}
+			many[i] = uniqueevents.TrackedEvent{ID: "e" + strings.Repeat("x", i%100), Type: "a"}
 		}
 		_, err = b.client.Track(ctx, many...)
 		verr := requireValidationError(t, err, "events")
@@ -169,9 +173,9 @@ func testTrack(t *testing.T, be redistest.Backend) {
 	t.Run("DisabledValidatesAndPushesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, func(c *config.Events) { c.Disabled = true })
-		_, err := b.client.Track(ctx, uniqueevents.Event{ID: "", Type: "a"})
+		_, err := b.client.Track(ctx, uniqueevents.TrackedEvent{ID: "", Type: "a"})
 		requireValidationError(t, err, "events[0].id")
-		ids, err := b.client.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		ids, err := b.client.Track(ctx, uniqueevents.TrackedEvent{ID: "e1", Type: "a"})
 		require.NoError(t, err)
 		require.Empty(t, ids)
 		require.NotNil(t, ids)

@@ -919,7 +919,7 @@ func TestDefault(t *testing.T) {
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 		_, err = uniqueevents.EventLogged(ctx, userID, "login")
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
-		_, err = uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		_, err = uniqueevents.Track(ctx, uniqueevents.TrackedEvent{ID: "e1", Type: "a"})
 		require.ErrorIs(t, err, uniqueevents.ErrNoDefault)
 	})
 
@@ -937,7 +937,7 @@ func TestDefault(t *testing.T) {
 		got, err = uniqueevents.LogEvent(ctx, user, "search")
 		require.NoError(t, err)
 		require.Equal(t, []string{"search"}, got)
-		ids, err := uniqueevents.Track(ctx, uniqueevents.Event{ID: "e1", Type: "a"})
+		ids, err := uniqueevents.Track(ctx, uniqueevents.TrackedEvent{ID: "e1", Type: "a"})
 		require.NoError(t, err)
 		require.Equal(t, []string{"e1"}, ids)
 		n, err := list.Len(ctx)
