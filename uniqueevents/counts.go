@@ -37,10 +37,11 @@ func (c *Client) UniqueCounts(ctx context.Context) ([]uum.Count, error) {
 
 // counts asks the store for name's count, or every count without name.
 func (c *Client) counts(ctx context.Context, name string) ([]uum.Count, error) {
-	if c.db == nil {
-		return nil, errNoStore
+	rs, err := c.readers(ctx)
+	if err != nil {
+		return nil, err
 	}
-	counts, err := c.db.UniqueCounts(ctx, name)
+	counts, err := rs.db.UniqueCounts(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("unique counts: %w", err)
 	}

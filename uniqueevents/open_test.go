@@ -114,6 +114,19 @@ func TestOpen(t *testing.T) {
 		client.Close() // idempotent
 	})
 
+	// The Postgres side opens on the first read; a read after Close
+	// opens nothing.
+	t.Run("ReadAfterCloseFails", func(t *testing.T) {
+		t.Parallel()
+		client, err := uniqueevents.Open(ctx, config.Config{}, nil)
+		require.NoError(t, err)
+		client.Close()
+		_, err = client.EventLogged(ctx, userID, "login")
+		require.ErrorContains(t, err, "closed")
+		_, err = client.UniqueCount(ctx, "login")
+		require.ErrorContains(t, err, "closed")
+	})
+
 	t.Run("BadFieldNamesItsVariable", func(t *testing.T) {
 		t.Parallel()
 		_, err := uniqueevents.Open(ctx, config.Config{Redis: config.Redis{URL: "localhost:6379"}}, nil)

@@ -83,11 +83,12 @@ func (c *Client) UniqueSeries(ctx context.Context, name string, q SeriesQuery) (
 	if err != nil {
 		return Series{}, err
 	}
-	if c.db == nil {
-		return Series{}, errNoStore
+	rs, err := c.readers(ctx)
+	if err != nil {
+		return Series{}, err
 	}
 	first, last := time.Unix(plan.bounds[0], 0), time.Unix(plan.bounds[len(plan.bounds)-1]-1, 0)
-	days, err := c.db.EventDays(ctx, name, first, last, plan.hourly)
+	days, err := rs.db.EventDays(ctx, name, first, last, plan.hourly)
 	if err != nil {
 		return Series{}, fmt.Errorf("unique series: %w", err)
 	}

@@ -134,8 +134,8 @@ type Client struct {
 	pushTimeout time.Duration
 	readTimeout time.Duration
 	buf         Buffer
-	seen        Cache
-	db          Store
+	direct      *readers  // New's Store and Cache; nil without a Store
+	reads       *readSide // Open's, opened by the first read
 	stats       statsd.ClientInterface
 	logger      *slog.Logger
 	cacheDown   atomic.Bool // the last cache read failed
@@ -197,11 +197,31 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		pushTimeout: orDefault(cfg.PushTimeout, defaultPushTimeout),
 		readTimeout: orDefault(cfg.ReadTimeout, defaultReadTimeout),
 		buf:         buf,
-		seen:        seen,
-		db:          db,
+		direct:      newReaders(db, seen),
 		stats:       stats,
 		logger:      logger,
 	}, nil
+}
+
+// newReaders returns what reads ask, nil without a store: the cache alone
+// cannot answer.
+func newReaders(db Store, seen Cache) *readers {
+	if db == nil {
+		return nil
+	}
+	return &readers{db: db, seen: seen}
+}
+
+// readers returns what the reads ask: New's Store and Cache, or Open's
+// read side, opened by the first read.
+func (c *Client) readers(ctx context.Context) (*readers, error) {
+	switch {
+	case c.reads != nil:
+		return c.reads.get(ctx)
+	case c.direct == nil:
+		return nil, errNoStore
+	}
+	return c.direct, nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -510,33 +530,34 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 	if err := c.loggable("event_name", name); err != nil {
 		return false, err
 	}
-	if c.db == nil {
-		return false, errNoStore
+	rs, err := c.readers(ctx)
+	if err != nil {
+		return false, err
 	}
 	p := uum.Pair{UserID: id, Name: name}
-	hit, cacheUp := c.cached(ctx, p)
+	hit, cacheUp := c.cached(ctx, rs.seen, p)
 	if hit {
 		return true, nil
 	}
-	ok, err := c.db.EventLogged(ctx, p)
+	ok, err := rs.db.EventLogged(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("event logged: %w", err)
 	}
 	if ok && cacheUp {
-		c.markCached(ctx, p)
+		c.markCached(ctx, rs.seen, p)
 	}
 	return ok, nil
 }
 
-// cached asks the cache about p within the read timeout. up is false when
+// cached asks seen about p within the read timeout. up is false when
 // there is no cache or it failed.
-func (c *Client) cached(ctx context.Context, p uum.Pair) (hit, up bool) {
-	if c.seen == nil {
+func (c *Client) cached(ctx context.Context, seen Cache, p uum.Pair) (hit, up bool) {
+	if seen == nil {
 		return false, false
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.readTimeout)
 	defer cancel()
-	hits, err := c.seen.Seen(rctx, []uum.Pair{p})
+	hits, err := seen.Seen(rctx, []uum.Pair{p})
 	if err == nil && len(hits) != 1 {
 		err = fmt.Errorf("seen cache answered %d results for 1 pair", len(hits))
 	}
@@ -545,10 +566,10 @@ func (c *Client) cached(ctx context.Context, p uum.Pair) (hit, up bool) {
 }
 
 // markCached writes a store hit back to the cache within the read timeout.
-func (c *Client) markCached(ctx context.Context, p uum.Pair) {
+func (c *Client) markCached(ctx context.Context, seen Cache, p uum.Pair) {
 	wctx, cancel := context.WithTimeout(ctx, c.readTimeout)
 	defer cancel()
-	c.noteCache(ctx, c.seen.Mark(wctx, []uum.Pair{p}))
+	c.noteCache(ctx, seen.Mark(wctx, []uum.Pair{p}))
 }
 
 // noteCache logs the cache going down and coming back once each, not once
