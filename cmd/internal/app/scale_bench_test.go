@@ -96,14 +96,15 @@ func clusterRedis(b *testing.B) redisTarget {
 	c := redis.NewClusterClient(opts)
 	b.Cleanup(func() { _ = c.Close() })
 	redistest.WaitClusterOK(b, c, time.Minute)
-	cpu := func() time.Duration {
+	// sum adds up f over the nodes forEach visits.
+	sum := func(forEach func(context.Context, func(context.Context, *redis.Client) error) error, f func(*redis.Client) time.Duration) time.Duration {
 		var mu sync.Mutex
 		var total time.Duration
-		err := c.ForEachShard(context.Background(), func(_ context.Context, node *redis.Client) error {
-			cpu := redistest.ServerCPU(b, node)
+		err := forEach(context.Background(), func(_ context.Context, node *redis.Client) error {
+			v := f(node)
 			mu.Lock()
 			defer mu.Unlock()
-			total += cpu
+			total += v
 			return nil
 		})
 		if err != nil {
@@ -111,7 +112,12 @@ func clusterRedis(b *testing.B) redisTarget {
 		}
 		return total
 	}
-	return redisTarget{url: u, cluster: true, client: c, cpu: cpu}
+	serverCPU := func(node *redis.Client) time.Duration { return redistest.ServerCPU(b, node) }
+	return redisTarget{
+		url: u, cluster: true, client: c,
+		cpu:        func() time.Duration { return sum(c.ForEachShard, serverCPU) },
+		mastersCPU: func() time.Duration { return sum(c.ForEachMaster, serverCPU) },
+	}
 }
 
 // scaleCase is one configuration of a drain benchmark.
@@ -128,6 +134,12 @@ type redisTarget struct {
 	cluster bool
 	client  redis.UniversalClient
 	cpu     func() time.Duration
+	// mastersCPU is cpu without the replicas' on a cluster, nil on a
+	// single server.
+	mastersCPU func() time.Duration
+	// lpushes is how many LPUSHes the server has run, on a single
+	// server.
+	lpushes func() int64
 }
 
 // privateRedis starts a redis-server of the benchmark's own, so that its
@@ -137,10 +149,31 @@ func privateRedis(b *testing.B) redisTarget {
 	rdb := redis.NewClient(opts)
 	b.Cleanup(func() { _ = rdb.Close() })
 	return redisTarget{
-		url:    "redis://" + opts.Addr + "/0",
-		client: rdb,
-		cpu:    func() time.Duration { return redistest.ServerCPU(b, rdb) },
+		url:     "redis://" + opts.Addr + "/0",
+		client:  rdb,
+		cpu:     func() time.Duration { return redistest.ServerCPU(b, rdb) },
+		lpushes: func() int64 { return lpushCalls(b, rdb) },
 	}
+}
+
+// lpushCalls returns how many LPUSHes rdb's server has run (INFO
+// commandstats).
+func lpushCalls(b *testing.B, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_lpush:calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			n, err := strconv.ParseInt(calls, 10, 64)
+			if err != nil {
+				b.Fatalf("INFO commandstats: %q", line)
+			}
+			return n
+		}
+	}
+	return 0 // none yet
 }
 
 // runScaleCases runs every case once a round, in a random order, and
@@ -166,6 +199,10 @@ func runScaleCases(b *testing.B, cases []scaleCase) {
 type cpuSplit struct {
 	events                 int
 	wall, goCPU, redis, pg time.Duration
+	// redisMasters is redis without the replicas, on a cluster.
+	redisMasters time.Duration
+	// lpushes is the LPUSHes Redis ran, on a single server.
+	lpushes int64
 	// machine is the CPU every process of the machine used meanwhile.
 	machine time.Duration
 }
@@ -177,6 +214,8 @@ func (s *cpuSplit) add(o cpuSplit) {
 	s.redis += o.redis
 	s.pg += o.pg
 	s.machine += o.machine
+	s.redisMasters += o.redisMasters
+	s.lpushes += o.lpushes
 }
 
 // report prints the CPU per event of each component, and the cores all
@@ -186,6 +225,9 @@ func (s cpuSplit) report(b *testing.B, prefix string) {
 	b.ReportMetric(per(s.goCPU), prefix+"go_cpu_ns/event")
 	b.ReportMetric(per(s.redis), prefix+"redis_cpu_ns/event")
 	b.ReportMetric(per(s.pg), prefix+"pg_cpu_ns/event")
+	if s.redisMasters > 0 {
+		b.ReportMetric(per(s.redisMasters), prefix+"redis_masters_cpu_ns/event")
+	}
 	b.ReportMetric((s.goCPU+s.redis+s.pg).Seconds()/s.wall.Seconds(), prefix+"cores")
 	b.ReportMetric(s.machine.Seconds()/s.wall.Seconds(), prefix+"machine_cores")
 }
@@ -199,23 +241,32 @@ type cpuMeter struct {
 	b     *testing.B
 	admin *pgxpool.Pool
 	app   string
-	redis func() time.Duration
+	redis redisTarget
 }
 
 type cpuReading struct {
-	goCPU, redis, machine time.Duration
-	pg                    map[int]time.Duration // by backend pid
+	goCPU, redis, redisMasters, machine time.Duration
+	lpushes                             int64
+	pg                                  map[int]time.Duration // by backend pid
 }
 
 func (m cpuMeter) read() cpuReading {
-	return cpuReading{goCPU: cpuclock.Process(), redis: m.redis(), pg: m.backends(), machine: machineCPU(m.b)}
+	r := cpuReading{goCPU: cpuclock.Process(), redis: m.redis.cpu(), pg: m.backends(), machine: machineCPU(m.b)}
+	if m.redis.mastersCPU != nil {
+		r.redisMasters = m.redis.mastersCPU()
+	}
+	if m.redis.lpushes != nil {
+		r.lpushes = m.redis.lpushes()
+	}
+	return r
 }
 
 // since returns the CPU used from r0 to now; a backend that started in
 // between counts from zero.
 func (m cpuMeter) since(r0 cpuReading, events int, wall time.Duration) cpuSplit {
 	r := m.read()
-	s := cpuSplit{events: events, wall: wall, goCPU: r.goCPU - r0.goCPU, redis: r.redis - r0.redis, machine: r.machine - r0.machine}
+	s := cpuSplit{events: events, wall: wall, goCPU: r.goCPU - r0.goCPU, redis: r.redis - r0.redis, machine: r.machine - r0.machine,
+		redisMasters: r.redisMasters - r0.redisMasters, lpushes: r.lpushes - r0.lpushes}
 	for pid, cpu := range r.pg {
 		s.pg += cpu - r0.pg[pid]
 	}
@@ -324,7 +375,7 @@ func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
 		// A loaded machine must not turn a slow push into a lost event.
 		Events: config.Events{PushTimeout: 5 * time.Second},
 	}.WithDefaults()
-	return &scaleEnv{cfg: cfg, schema: schema, meter: cpuMeter{b: b, admin: schema, app: name, redis: c.redis.cpu}}
+	return &scaleEnv{cfg: cfg, schema: schema, meter: cpuMeter{b: b, admin: schema, app: name, redis: c.redis}}
 }
 
 // open opens n processes' dependencies, each connected to Postgres and
@@ -496,6 +547,9 @@ func (r logResult) report(b *testing.B, prefix string) {
 	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(r.events) }
 	b.ReportMetric(per(r.goCPU), prefix+"producer_cpu_ns/event")
 	b.ReportMetric(per(r.redis), prefix+"redis_cpu_ns/event")
+	if r.lpushes > 0 {
+		b.ReportMetric(float64(r.events)/float64(r.lpushes), prefix+"entries/LPUSH")
+	}
 }
 
 // logPhase logs pairs, one LogEvents call each, from scaleCallers
