@@ -90,6 +90,10 @@ func (l *Listener) read(done chan<- struct{}) {
 	}
 }
 
+// Addr returns the listener's address, for UUM_STATSD_ADDR of a process
+// the test starts.
+func (l *Listener) Addr() string { return l.conn.LocalAddr().String() }
+
 // Metrics flushes the client and returns every metric received since the
 // previous call. A sentinel metric sent after the flush marks the end, so
 // no wall-clock wait decides when everything has arrived.
