@@ -6,13 +6,12 @@
 package rules
 
 import (
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dimkey"
 )
 
 // Modes of a counter.
@@ -106,10 +105,7 @@ func (s *Set) Counter(name string) *Counter {
 // Key is a persistent counter's dimension key: the canonical form of the
 // selected dimensions (a JSON object with sorted keys, a missing dimension
 // as "") and a digest of it that the counters table is keyed by.
-type Key struct {
-	Canonical string
-	Hash      [16]byte
-}
+type Key = dimkey.Key
 
 // KeyOf returns the key of c for dims.
 func (c *Counter) KeyOf(dims map[string]string) Key { return keyOf(c.Dimensions, dims) }
@@ -119,53 +115,7 @@ func (c *Counter) KeyOf(dims map[string]string) Key { return keyOf(c.Dimensions,
 // the entity.
 func (c *Counter) EntityOf(dims map[string]string) Key { return keyOf(c.Entity, dims) }
 
-func keyOf(names []string, dims map[string]string) Key {
-	b := appendCanonical(make([]byte, 0, 64), names, dims)
-	sum := sha256.Sum256(b)
-	var k Key
-	k.Canonical = string(b)
-	copy(k.Hash[:], sum[:])
-	return k
-}
-
-// appendCanonical appends the canonical form of the dimensions names (sorted)
-// in dims: what encoding/json writes for the map of them. Stored keys
-// are digests of it, so it must never change; plain strings (printable
-// ASCII that JSON writes as is) are written directly, anything else goes
-// through encoding/json.
-func appendCanonical(b []byte, names []string, dims map[string]string) []byte {
-	b = append(b, '{')
-	for i, d := range names {
-		v := dims[d]
-		if !plainJSON(d) || !plainJSON(v) {
-			sel := make(map[string]string, len(names))
-			for _, d := range names {
-				sel[d] = dims[d]
-			}
-			enc, _ := json.Marshal(sel) // a map of strings always encodes; keys come out sorted
-			return append(b[:0], enc...)
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(append(b, '"'), d...), `":"`...)
-		b = append(append(b, v...), '"')
-	}
-	return append(b, '}')
-}
-
-// plainJSON reports whether encoding/json writes s between quotes as it
-// is: printable ASCII other than the quote, the backslash and the
-// characters it escapes for HTML.
-func plainJSON(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
-			return false
-		}
-	}
-	return true
-}
+func keyOf(names []string, dims map[string]string) Key { return dimkey.Of(names, dims) }
 
 // Step is one ±1 of a persistent counter caused by one event.
 type Step struct {

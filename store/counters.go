@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -131,4 +132,47 @@ func (s *Store) CounterValues(ctx context.Context, counter string, after []byte,
 		return nil, fmt.Errorf("counter values: %w", interpret(err))
 	}
 	return out, nil
+}
+
+// CounterShape is what the database knows of a counter without the
+// counters file: whether the drains count with it, and what it has
+// stored.
+type CounterShape struct {
+	// Recorded is true when the counter is one of the counters the drains
+	// count with (RecordedCounters).
+	Recorded bool
+	// Keyed is true when a drain wrote a key of the counter: it is a
+	// persistent counter, whose dimensions are Dimensions (sorted; none
+	// for a counter without dimensions).
+	Keyed      bool
+	Dimensions []string
+	// Windowed is true when the counter has minute buckets: a window
+	// counter that counted an event still within the retention.
+	Windowed bool
+}
+
+// counterShapeSQL reads a counter's record and one stored key: probes of
+// the primary keys of counters and window_buckets.
+const counterShapeSQL = `
+	SELECT COALESCE($1 = ANY(counters_names), false),
+	       (SELECT dimensions_json FROM counters WHERE counter_name = $1 LIMIT 1),
+	       EXISTS (SELECT 1 FROM window_buckets WHERE counter_name = $1)
+	FROM uum_instance`
+
+// CounterShape returns what the database knows of counter, read from the
+// replica when there is one.
+func (s *Store) CounterShape(ctx context.Context, counter string) (CounterShape, error) {
+	var (
+		sh   CounterShape
+		dims map[string]string
+	)
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
+		return db.QueryRow(ctx, counterShapeSQL, counter).Scan(&sh.Recorded, &dims, &sh.Windowed)
+	})
+	if err != nil {
+		return CounterShape{}, fmt.Errorf("counter shape: %w", interpret(err))
+	}
+	sh.Keyed = dims != nil
+	sh.Dimensions = slices.Sorted(maps.Keys(dims))
+	return sh, nil
 }

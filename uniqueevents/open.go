@@ -83,6 +83,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 		return nil, err
 	}
 	c.closers = closers
+	c.windowRetention = cfg.Counters.WindowRetention
 	c.reads = &readSide{cfg: cfg, rdb: rdb, stats: stats, logger: logger}
 	return c, nil
 }

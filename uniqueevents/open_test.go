@@ -84,6 +84,18 @@ func TestOpen(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), series.Total, "the series too")
 		require.Equal(t, int64(1), series.Points[1].Cumulative)
+		// The counters too: the primary records none, so a read there
+		// would refuse the names.
+		require.NoError(t, seedCounters(ctx, store.New(replica), time.Now()))
+		v, err := client.Counter(ctx, "active_connections", map[string]string{"masterAccountId": "m1"})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), v.Value)
+		page, err := client.CounterKeys(ctx, "active_connections", "", 0)
+		require.NoError(t, err)
+		require.Len(t, page.Items, 2)
+		w, err := client.Window(ctx, "artifacts_received_1h", "org-a", time.Hour)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), w.Value)
 	})
 
 	// A Redis that accepts connections and never answers: the lookup

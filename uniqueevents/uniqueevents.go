@@ -136,11 +136,14 @@ type Client struct {
 	buf         Buffer
 	direct      *readers  // New's Store and Cache; nil without a Store
 	reads       *readSide // Open's, opened by the first read
-	stats       statsd.ClientInterface
-	logger      *slog.Logger
-	cacheDown   atomic.Bool // the last cache read failed
-	closers     []func()    // what Open made, in order
-	closeOnce   sync.Once
+	// windowRetention bounds Window's span: older buckets are deleted.
+	windowRetention time.Duration
+	now             func() time.Time
+	stats           statsd.ClientInterface
+	logger          *slog.Logger
+	cacheDown       atomic.Bool // the last cache read failed
+	closers         []func()    // what Open made, in order
+	closeOnce       sync.Once
 }
 
 // suffixes are the facility variant suffixes of one tracked facility id,
@@ -190,16 +193,18 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		disabled:    cfg.Disabled,
-		policy:      policy,
-		tracked:     tracked,
-		trackedEvts: trackedEvts,
-		pushTimeout: orDefault(cfg.PushTimeout, defaultPushTimeout),
-		readTimeout: orDefault(cfg.ReadTimeout, defaultReadTimeout),
-		buf:         buf,
-		direct:      newReaders(db, seen),
-		stats:       stats,
-		logger:      logger,
+		disabled:        cfg.Disabled,
+		policy:          policy,
+		tracked:         tracked,
+		trackedEvts:     trackedEvts,
+		pushTimeout:     orDefault(cfg.PushTimeout, defaultPushTimeout),
+		readTimeout:     orDefault(cfg.ReadTimeout, defaultReadTimeout),
+		buf:             buf,
+		direct:          newReaders(db, seen),
+		windowRetention: defaultWindowRetention,
+		now:             time.Now,
+		stats:           stats,
+		logger:          logger,
 	}, nil
 }
 
