@@ -68,6 +68,10 @@ type Entry struct {
 // DecodeError reports a buffered entry that can never be processed: a
 // poison entry that belongs in the dead-letter store, with Reason.
 type DecodeError struct {
+	// Field is the field at fault, as Reason names it ("user_id", "v",
+	// "payload.items[2].name"); empty when the entry as a whole is (not
+	// JSON, not an object, user and tracked event fields mixed).
+	Field  string
 	Reason string
 }
 
@@ -90,8 +94,12 @@ type wireEntry struct {
 
 // DecodeWire parses one buffered entry: a version 1 user event (with or
 // without "v":1), a version 2 user event, or a version 2 tracked event
-// (one with "id" and "type"). It returns a *DecodeError naming the reason
-// for anything else, so the drain can dead-letter it.
+// (one with "id" and "type"). It returns a *DecodeError naming the field
+// and the reason for anything else, so the drain can dead-letter it,
+// together with what it could read of a user event, for the dead letter's
+// columns: Name when event_name is a string (valid or not), UserID when
+// user_id is a UUID (else the zero UUID); the rest of the Entry is zero.
+// It is the one decoder of the wire format: nothing else parses entries.
 func DecodeWire(raw []byte) (Entry, error) {
 	if e, ok := decodeFast(raw); ok {
 		return e, nil
@@ -108,11 +116,31 @@ func decodeGeneral(raw []byte) (Entry, error) {
 		}
 		return Entry{}, &DecodeError{Reason: "invalid JSON: " + err.Error()}
 	}
+	e, err := w.entry(raw)
+	if err != nil {
+		return w.partial(), err
+	}
+	return e, nil
+}
+
+// partial returns what can be read of a user event from w, whatever is
+// wrong with the rest (see DecodeWire).
+func (w *wireEntry) partial() Entry {
+	var e Entry
+	e.Name, _ = decodeString("event_name", w.EventName)
+	if s, err := decodeString("user_id", w.UserID); err == nil {
+		e.UserID, _ = ParseUUID("user_id", s)
+	}
+	return e
+}
+
+// entry decodes w, which was read from raw.
+func (w *wireEntry) entry(raw []byte) (Entry, error) {
 	version := 1
 	if w.V != nil {
 		v, err := strconv.Atoi(string(w.V))
 		if err != nil || v < 1 || v > WireVersion {
-			return Entry{}, &DecodeError{Reason: "unsupported wire version " + quoteRaw(w.V)}
+			return Entry{}, &DecodeError{Field: "v", Reason: "unsupported wire version " + quoteRaw(w.V)}
 		}
 		version = v
 	}
@@ -187,7 +215,7 @@ func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
 			return nil, err
 		}
 		if te.OccurredAt, err = time.Parse(time.RFC3339Nano, s); err != nil {
-			return nil, &DecodeError{Reason: "occurred_at is not an RFC 3339 time"}
+			return nil, &DecodeError{Field: "occurred_at", Reason: "occurred_at is not an RFC 3339 time"}
 		}
 	}
 	if !isNull(w.OrgID) {
@@ -195,12 +223,12 @@ func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
 			return nil, err
 		}
 		if te.OrgID == "" {
-			return nil, &DecodeError{Reason: "org_id is empty"}
+			return nil, &DecodeError{Field: "org_id", Reason: "org_id is empty"}
 		}
 	}
 	if !isNull(w.Dimensions) {
 		if err := json.Unmarshal(w.Dimensions, &te.Dimensions); err != nil {
-			return nil, &DecodeError{Reason: "dimensions is not an object of strings"}
+			return nil, &DecodeError{Field: "dimensions", Reason: "dimensions is not an object of strings"}
 		}
 		if len(te.Dimensions) == 0 {
 			te.Dimensions = nil // {} is no dimensions, as Track writes it (omitted)
@@ -211,7 +239,7 @@ func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
 		// blanks, which would count against the size limit.
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, w.Payload); err != nil {
-			return nil, &DecodeError{Reason: "payload is not valid JSON"}
+			return nil, &DecodeError{Field: "payload", Reason: "payload is not valid JSON"}
 		}
 		te.Payload = buf.Bytes()
 	}
@@ -226,7 +254,7 @@ func (w *wireEntry) tracked(at time.Time) (*TrackedEvent, error) {
 func invalid(err error) *DecodeError {
 	var ve *ValidationError
 	if errors.As(err, &ve) {
-		return &DecodeError{Reason: fmt.Sprintf("invalid %s %s: %s", ve.Field, ve.QuotedValue(), ve.Reason)}
+		return &DecodeError{Field: ve.Field, Reason: fmt.Sprintf("invalid %s %s: %s", ve.Field, ve.QuotedValue(), ve.Reason)}
 	}
 	return &DecodeError{Reason: err.Error()}
 }
@@ -248,11 +276,11 @@ func quoteRaw(raw []byte) string {
 // since the Unix epoch.
 func decodeUnixMilli(field string, raw json.RawMessage) (time.Time, error) {
 	if isNull(raw) {
-		return time.Time{}, &DecodeError{Reason: "missing " + field}
+		return time.Time{}, &DecodeError{Field: field, Reason: "missing " + field}
 	}
 	ms, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil || ms < 0 {
-		return time.Time{}, &DecodeError{Reason: field + " is not a non-negative integer of Unix milliseconds"}
+		return time.Time{}, &DecodeError{Field: field, Reason: field + " is not a non-negative integer of Unix milliseconds"}
 	}
 	return time.UnixMilli(ms).UTC(), nil
 }
@@ -261,11 +289,11 @@ func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "nul
 
 func decodeString(field string, raw json.RawMessage) (string, error) {
 	if isNull(raw) {
-		return "", &DecodeError{Reason: "missing " + field}
+		return "", &DecodeError{Field: field, Reason: "missing " + field}
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", &DecodeError{Reason: field + " is not a string"}
+		return "", &DecodeError{Field: field, Reason: field + " is not a string"}
 	}
 	return s, nil
 }

@@ -395,6 +395,7 @@ func TestDecodeWirePoison(t *testing.T) {
 		name       string
 		raw        string
 		wantReason string
+		wantField  string
 	}{
 		{name: "Empty", raw: ``, wantReason: "invalid JSON"},
 		{name: "NotJSON", raw: `user_id=1`, wantReason: "invalid JSON"},
@@ -404,42 +405,42 @@ func TestDecodeWirePoison(t *testing.T) {
 		{name: "JSONNumber", raw: `42`, wantReason: "not a JSON object"},
 		{name: "JSONString", raw: `"login"`, wantReason: "not a JSON object"},
 		{name: "JSONBool", raw: `true`, wantReason: "not a JSON object"},
-		{name: "JSONNull", raw: `null`, wantReason: "missing user_id"},
-		{name: "EmptyObject", raw: `{}`, wantReason: "missing user_id"},
-		{name: "MissingUserID", raw: `{"v":1,"event_name":"login"}`, wantReason: "missing user_id"},
-		{name: "NullUserID", raw: `{"v":1,"user_id":null,"event_name":"login"}`, wantReason: "missing user_id"},
-		{name: "UserIDNotString", raw: `{"v":1,"user_id":123,"event_name":"login"}`, wantReason: "user_id is not a string"},
-		{name: "UserIDObject", raw: `{"v":1,"user_id":{"id":"x"},"event_name":"login"}`, wantReason: "user_id is not a string"},
-		{name: "UserIDNotUUID", raw: `{"v":1,"user_id":"user-42","event_name":"login"}`, wantReason: "must be a UUID"},
-		{name: "MissingEventName", raw: `{"v":1,` + uid + `}`, wantReason: "missing event_name"},
-		{name: "EventNameNotString", raw: `{"v":1,` + uid + `,"event_name":["login"]}`, wantReason: "event_name is not a string"},
-		{name: "BadEventName", raw: `{"v":1,` + uid + `,"event_name":"Log In"}`, wantReason: "must match"},
-		{name: "EmptyEventName", raw: `{"v":1,` + uid + `,"event_name":""}`, wantReason: "must not be empty"},
-		{name: "EventNameFiftyOneChars", raw: `{"v":1,` + uid + `,"event_name":"` + strings.Repeat("a", 51) + `"}`, wantReason: "at most 50 characters"},
-		{name: "UnsupportedVersion3", raw: `{"v":3,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 3"},
-		{name: "VersionZero", raw: `{"v":0,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 0"},
-		{name: "VersionString", raw: `{"v":"1",` + uid + `,"event_name":"login"}`, wantReason: `unsupported wire version "1"`},
-		{name: "VersionFloat", raw: `{"v":1.5,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 1.5"},
-		{name: "VersionNull", raw: `{"v":null,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version null"},
-		{name: "V2WithoutBufferedAt", raw: `{"v":2,` + uid + `,"event_name":"login"}`, wantReason: "missing buffered_at"},
-		{name: "V2BufferedAtString", raw: `{"v":2,"buffered_at":"1000",` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer"},
-		{name: "V2BufferedAtNegative", raw: `{"v":2,"buffered_at":-1,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer"},
-		{name: "V2BufferedAtFraction", raw: `{"v":2,"buffered_at":1.5,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer"},
-		{name: "V2UserWithoutName", raw: v2 + uid + `}`, wantReason: "missing event_name"},
+		{name: "JSONNull", raw: `null`, wantReason: "missing user_id", wantField: "user_id"},
+		{name: "EmptyObject", raw: `{}`, wantReason: "missing user_id", wantField: "user_id"},
+		{name: "MissingUserID", raw: `{"v":1,"event_name":"login"}`, wantReason: "missing user_id", wantField: "user_id"},
+		{name: "NullUserID", raw: `{"v":1,"user_id":null,"event_name":"login"}`, wantReason: "missing user_id", wantField: "user_id"},
+		{name: "UserIDNotString", raw: `{"v":1,"user_id":123,"event_name":"login"}`, wantReason: "user_id is not a string", wantField: "user_id"},
+		{name: "UserIDObject", raw: `{"v":1,"user_id":{"id":"x"},"event_name":"login"}`, wantReason: "user_id is not a string", wantField: "user_id"},
+		{name: "UserIDNotUUID", raw: `{"v":1,"user_id":"user-42","event_name":"login"}`, wantReason: "must be a UUID", wantField: "user_id"},
+		{name: "MissingEventName", raw: `{"v":1,` + uid + `}`, wantReason: "missing event_name", wantField: "event_name"},
+		{name: "EventNameNotString", raw: `{"v":1,` + uid + `,"event_name":["login"]}`, wantReason: "event_name is not a string", wantField: "event_name"},
+		{name: "BadEventName", raw: `{"v":1,` + uid + `,"event_name":"Log In"}`, wantReason: "must match", wantField: "event_name"},
+		{name: "EmptyEventName", raw: `{"v":1,` + uid + `,"event_name":""}`, wantReason: "must not be empty", wantField: "event_name"},
+		{name: "EventNameFiftyOneChars", raw: `{"v":1,` + uid + `,"event_name":"` + strings.Repeat("a", 51) + `"}`, wantReason: "at most 50 characters", wantField: "event_name"},
+		{name: "UnsupportedVersion3", raw: `{"v":3,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 3", wantField: "v"},
+		{name: "VersionZero", raw: `{"v":0,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 0", wantField: "v"},
+		{name: "VersionString", raw: `{"v":"1",` + uid + `,"event_name":"login"}`, wantReason: `unsupported wire version "1"`, wantField: "v"},
+		{name: "VersionFloat", raw: `{"v":1.5,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 1.5", wantField: "v"},
+		{name: "VersionNull", raw: `{"v":null,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version null", wantField: "v"},
+		{name: "V2WithoutBufferedAt", raw: `{"v":2,` + uid + `,"event_name":"login"}`, wantReason: "missing buffered_at", wantField: "buffered_at"},
+		{name: "V2BufferedAtString", raw: `{"v":2,"buffered_at":"1000",` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
+		{name: "V2BufferedAtNegative", raw: `{"v":2,"buffered_at":-1,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
+		{name: "V2BufferedAtFraction", raw: `{"v":2,"buffered_at":1.5,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
+		{name: "V2UserWithoutName", raw: v2 + uid + `}`, wantReason: "missing event_name", wantField: "event_name"},
 		{name: "V2MixedKinds", raw: v2 + uid + `,"event_name":"a","id":"e1","type":"a"}`, wantReason: "mixes user event fields"},
-		{name: "TrackedWithoutType", raw: v2 + `"id":"e1"}`, wantReason: "missing type"},
-		{name: "TrackedWithoutID", raw: v2 + `"type":"a"}`, wantReason: "missing id"},
-		{name: "TrackedIDNotString", raw: v2 + `"id":1,"type":"a"}`, wantReason: "id is not a string"},
-		{name: "TrackedBadID", raw: v2 + `"id":"a b","type":"a"}`, wantReason: "printable ASCII"},
-		{name: "TrackedBadType", raw: v2 + `"id":"e1","type":"A"}`, wantReason: "must match"},
-		{name: "TrackedBadOccurredAt", raw: v2 + `"id":"e1","type":"a","occurred_at":"yesterday"}`, wantReason: "occurred_at is not an RFC 3339 time"},
-		{name: "TrackedOccurredAtNumber", raw: v2 + `"id":"e1","type":"a","occurred_at":1}`, wantReason: "occurred_at is not a string"},
-		{name: "TrackedFromTheFuture", raw: v2 + `"id":"e1","type":"a","occurred_at":"1970-01-01T00:05:02Z"}`, wantReason: "in the future"},
-		{name: "TrackedEmptyOrg", raw: v2 + `"id":"e1","type":"a","org_id":""}`, wantReason: "org_id is empty"},
-		{name: "TrackedOrgNumber", raw: v2 + `"id":"e1","type":"a","org_id":7}`, wantReason: "org_id is not a string"},
-		{name: "TrackedDimensionsArray", raw: v2 + `"id":"e1","type":"a","dimensions":["a"]}`, wantReason: "dimensions is not an object of strings"},
-		{name: "TrackedDimensionNumber", raw: v2 + `"id":"e1","type":"a","dimensions":{"a":1}}`, wantReason: "dimensions is not an object of strings"},
-		{name: "TrackedPayloadArray", raw: v2 + `"id":"e1","type":"a","payload":[1]}`, wantReason: "JSON object"},
+		{name: "TrackedWithoutType", raw: v2 + `"id":"e1"}`, wantReason: "missing type", wantField: "type"},
+		{name: "TrackedWithoutID", raw: v2 + `"type":"a"}`, wantReason: "missing id", wantField: "id"},
+		{name: "TrackedIDNotString", raw: v2 + `"id":1,"type":"a"}`, wantReason: "id is not a string", wantField: "id"},
+		{name: "TrackedBadID", raw: v2 + `"id":"a b","type":"a"}`, wantReason: "printable ASCII", wantField: "id"},
+		{name: "TrackedBadType", raw: v2 + `"id":"e1","type":"A"}`, wantReason: "must match", wantField: "type"},
+		{name: "TrackedBadOccurredAt", raw: v2 + `"id":"e1","type":"a","occurred_at":"yesterday"}`, wantReason: "occurred_at is not an RFC 3339 time", wantField: "occurred_at"},
+		{name: "TrackedOccurredAtNumber", raw: v2 + `"id":"e1","type":"a","occurred_at":1}`, wantReason: "occurred_at is not a string", wantField: "occurred_at"},
+		{name: "TrackedFromTheFuture", raw: v2 + `"id":"e1","type":"a","occurred_at":"1970-01-01T00:05:02Z"}`, wantReason: "in the future", wantField: "occurred_at"},
+		{name: "TrackedEmptyOrg", raw: v2 + `"id":"e1","type":"a","org_id":""}`, wantReason: "org_id is empty", wantField: "org_id"},
+		{name: "TrackedOrgNumber", raw: v2 + `"id":"e1","type":"a","org_id":7}`, wantReason: "org_id is not a string", wantField: "org_id"},
+		{name: "TrackedDimensionsArray", raw: v2 + `"id":"e1","type":"a","dimensions":["a"]}`, wantReason: "dimensions is not an object of strings", wantField: "dimensions"},
+		{name: "TrackedDimensionNumber", raw: v2 + `"id":"e1","type":"a","dimensions":{"a":1}}`, wantReason: "dimensions is not an object of strings", wantField: "dimensions"},
+		{name: "TrackedPayloadArray", raw: v2 + `"id":"e1","type":"a","payload":[1]}`, wantReason: "JSON object", wantField: "payload"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -449,8 +450,35 @@ func TestDecodeWirePoison(t *testing.T) {
 			require.ErrorAs(t, err, &derr)
 			require.Contains(t, derr.Reason, tt.wantReason)
 			require.Equal(t, "uum: undecodable entry: "+derr.Reason, derr.Error())
-			require.Equal(t, uum.Entry{}, got)
+			require.Equal(t, tt.wantField, derr.Field)
+			require.Nil(t, got.Tracked)
+			require.Zero(t, got.BufferedAt)
 		})
+	}
+}
+
+// TestDecodeWirePartial checks what DecodeWire returns with its error:
+// the user event fields it could read, whatever else is wrong.
+func TestDecodeWirePartial(t *testing.T) {
+	t.Parallel()
+	user, err := uum.ParseUUID("user_id", canonicalUUID)
+	require.NoError(t, err)
+	const uid = `"user_id":"` + canonicalUUID + `"`
+	for _, tc := range []struct {
+		raw  string
+		want uum.Event
+	}{
+		{`garbage`, uum.Event{}},
+		{`{"v":3,` + uid + `,"event_name":"login"}`, uum.Event{UserID: user, Name: "login"}},
+		{`{"v":1,` + uid + `,"event_name":"Log In"}`, uum.Event{UserID: user, Name: "Log In"}},
+		{`{"v":1,"user_id":"user-42","event_name":"login"}`, uum.Event{Name: "login"}},
+		{`{"v":1,` + uid + `,"event_name":7}`, uum.Event{UserID: user}},
+		{`{"v":2,"buffered_at":1000,"id":"e1","type":"A"}`, uum.Event{}},
+	} {
+		got, err := uum.DecodeWire([]byte(tc.raw))
+		var derr *uum.DecodeError
+		require.ErrorAs(t, err, &derr, tc.raw)
+		require.Equal(t, uum.Entry{Event: tc.want}, got, tc.raw)
 	}
 }
 

@@ -59,7 +59,7 @@ func (b *batch) decode(names NameChecker) {
 		ev, err := uum.DecodeWire([]byte(r))
 		var de *uum.DecodeError
 		if errors.As(err, &de) {
-			b.dead = append(b.dead, NewDeadLetter([]byte(r), de.Reason, b.at.Add(i)))
+			b.dead = append(b.dead, decodedDeadLetter([]byte(r), de.Reason, b.at.Add(i), ev, err))
 			continue
 		}
 		b.bufferedAt[i] = ev.BufferedAt
@@ -68,7 +68,7 @@ func (b *batch) decode(names NameChecker) {
 			continue
 		}
 		if reason := policyReason(names, ev.Name); reason != "" {
-			b.dead = append(b.dead, NewDeadLetter([]byte(r), reason, b.at.Add(i)))
+			b.dead = append(b.dead, decodedDeadLetter([]byte(r), reason, b.at.Add(i), ev, nil))
 			continue
 		}
 		b.events = append(b.events, ev.Event)

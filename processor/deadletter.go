@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 
 	"github.com/uumhq/uum"
@@ -28,8 +27,15 @@ func bare(d store.DeadLetter) store.DeadLetter {
 // another) is stored once, while identical bytes pushed twice are two
 // entries and two dead letters.
 func NewDeadLetter(raw []byte, reason string, pos buffer.Position) store.DeadLetter {
+	e, err := uum.DecodeWire(raw)
+	return decodedDeadLetter(raw, reason, pos, e, err)
+}
+
+// decodedDeadLetter is NewDeadLetter for an entry the drain decoded
+// already: e and err are what uum.DecodeWire returned for raw.
+func decodedDeadLetter(raw []byte, reason string, pos buffer.Position, e uum.Entry, err error) store.DeadLetter {
 	dl := store.DeadLetter{CorrelationID: deadLetterID(raw, pos), Raw: raw, Reason: reason}
-	dl.EventName, dl.UserID = describe(raw)
+	dl.EventName, dl.UserID = describe(e, err)
 	return dl
 }
 
@@ -40,25 +46,18 @@ func deadLetterID(raw []byte, pos buffer.Position) string {
 	return "dl_" + hex.EncodeToString(sum[:])
 }
 
-// describe extracts what an operator filters dead letters by from a raw
-// entry, as far as it decodes: its event_name if it is a string, its
-// user_id if it is a valid UUID.
-func describe(raw []byte) (name string, user *uum.UUID) {
-	var w struct {
-		UserID    json.RawMessage `json:"user_id"`
-		EventName json.RawMessage `json:"event_name"`
-	}
-	if json.Unmarshal(raw, &w) != nil {
+// describe extracts what an operator filters dead letters by from an
+// entry as the wire codec read it (e and err from uum.DecodeWire, which
+// reads what it can of a poison entry too): its event_name if it is a
+// string, its user_id if it is a UUID.
+func describe(e uum.Entry, err error) (name string, user *uum.UUID) {
+	if e.Tracked != nil {
 		return "", nil
 	}
-	_ = json.Unmarshal(w.EventName, &name) // not a string: no name
-	var u string
-	if json.Unmarshal(w.UserID, &u) == nil {
-		if id, err := uum.ParseUUID("user_id", u); err == nil {
-			user = &id
-		}
+	if err == nil || e.UserID != (uum.UUID{}) { // a partial read leaves an unread user id zero
+		user = &e.UserID
 	}
-	return name, user
+	return e.Name, user
 }
 
 // entrySum identifies the entry raw found at pos by a digest of both. A
