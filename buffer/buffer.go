@@ -31,15 +31,39 @@ type List struct {
 	cursorKey string
 	prefix    string // for the metrics keys TrimTally updates
 	shard     int
+	// replicas is how many replicas must acknowledge a push (WAIT); 0
+	// does not wait.
+	replicas int
 }
 
+// Option configures a List.
+type Option func(*List)
+
+// WaitReplicas makes every push wait until n replicas have acknowledged
+// it (0: no wait, the default): the LPUSH is followed by WAIT n on the same connection, to the
+// shard's master. A push that fewer replicas acknowledged in time returns
+// an error wrapping ErrNotReplicated (and ErrMaybeBuffered: the master
+// has the entries). WAIT's timeout is half of what is left of the push's
+// context deadline, so its answer comes back in time; 1s without one.
+// Replication stays asynchronous: WAIT makes a push survive the failover
+// to a replica that acknowledged it, not every failure.
+func WaitReplicas(n int) Option { return func(l *List) { l.replicas = n } }
+
+// ErrNotReplicated is wrapped by the error of a push that Redis took but
+// fewer replicas than WaitReplicas asked for acknowledged in time.
+var ErrNotReplicated = errors.New("uum: the push was not acknowledged by enough replicas")
+
 // New returns the list of shard under prefix.
-func New(rdb redis.UniversalClient, prefix string, shard int) *List {
-	return &List{
+func New(rdb redis.UniversalClient, prefix string, shard int, opts ...Option) *List {
+	l := &List{
 		rdb: rdb, key: rediskey.Buffer(prefix, shard),
 		leaseKey: rediskey.Lease(prefix, shard), cursorKey: rediskey.Cursor(prefix, shard),
 		prefix: prefix, shard: shard,
 	}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
 // Key returns the Redis key of the list, for logs and operators.
@@ -59,10 +83,56 @@ func (l *List) Push(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if err := l.rdb.LPush(ctx, l.key, lpushArgs(entries)...).Err(); err != nil {
+	if err := l.lpush(ctx, lpushArgs(entries)); err != nil {
 		return pushFailed(len(entries), err)
 	}
 	return nil
+}
+
+// lpush sends one LPUSH of args and, with WaitReplicas, WAIT after it.
+func (l *List) lpush(ctx context.Context, args []any) error {
+	if l.replicas == 0 {
+		return l.rdb.LPush(ctx, l.key, args...).Err()
+	}
+	// WAIT counts the writes of its own connection: a pipeline of one
+	// server's client keeps both commands on one. A cluster client would
+	// send the keyless WAIT to any node, so send both to the key's master.
+	var node redis.Cmdable = l.rdb
+	if c, ok := l.rdb.(*redis.ClusterClient); ok {
+		m, err := c.MasterForKey(ctx, l.key)
+		if err != nil {
+			return err
+		}
+		node = m
+	}
+	var acked *redis.Cmd
+	_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, l.key, args...)
+		acked = p.Do(ctx, "WAIT", l.replicas, waitTimeout(ctx).Milliseconds())
+		return nil
+	})
+	if err != nil {
+		if c, ok := l.rdb.(*redis.ClusterClient); ok {
+			// The master may have moved (a failover): route the next push
+			// by the cluster's new map.
+			c.ReloadState(context.WithoutCancel(ctx))
+		}
+		return err
+	}
+	if n, err := acked.Int64(); err != nil || n < int64(l.replicas) {
+		return fmt.Errorf("%w: %d of %d", ErrNotReplicated, n, l.replicas)
+	}
+	return nil
+}
+
+// waitTimeout is WAIT's timeout for a push bounded by ctx: half of what is
+// left, at least 1ms (0 would wait forever), 1s without a deadline.
+func waitTimeout(ctx context.Context) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Second
+	}
+	return max(time.Until(d)/2, time.Millisecond)
 }
 
 // pushFailed is the error of an LPUSH of n entries that failed with err,

@@ -254,7 +254,7 @@ func (c *Coalescer) flush(batch []*pushReq) {
 	}
 	deadline := c.deadline(batch)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := c.list.rdb.LPush(ctx, c.list.key, args...).Err()
+	err := c.list.lpush(ctx, args)
 	cancel()
 	// The connection's deadline is the context's, and its i/o timeout
 	// can come first: callers match context.DeadlineExceeded.

@@ -28,12 +28,12 @@ type Sharded struct {
 	shards []*Coalescer
 }
 
-// NewSharded returns the pusher of n shards (at least 1) under prefix.
-// Close stops it.
-func NewSharded(rdb redis.UniversalClient, prefix string, n int, cfg CoalescerConfig) *Sharded {
+// NewSharded returns the pusher of n shards (at least 1) under prefix,
+// whose lists opts configure. Close stops it.
+func NewSharded(rdb redis.UniversalClient, prefix string, n int, cfg CoalescerConfig, opts ...Option) *Sharded {
 	s := &Sharded{shards: make([]*Coalescer, max(n, 1))}
 	for i := range s.shards {
-		s.shards[i] = NewCoalescer(New(rdb, prefix, i), cfg)
+		s.shards[i] = NewCoalescer(New(rdb, prefix, i, opts...), cfg)
 	}
 	return s
 }

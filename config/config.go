@@ -60,6 +60,10 @@ type Redis struct {
 	// Cluster makes URL the address of a Redis Cluster, in go-redis's
 	// cluster URL form (redis.ParseClusterURL).
 	Cluster bool `env:"UUM_REDIS_CLUSTER" envDefault:"false" keepzero:"true" desc:"true: UUM_REDIS_URL names a Redis Cluster (its nodes as addr= options) and every client, asynq's too, is a cluster client."`
+	// PushWaitReplicas is how many replicas must acknowledge each push
+	// (LPUSH, then WAIT on the same connection) before it succeeds; 0
+	// does not wait.
+	PushWaitReplicas int `env:"UUM_PUSH_WAIT_REPLICAS" envDefault:"0" keepzero:"true" desc:"Replicas that must acknowledge every push (LPUSH, then WAIT) before it succeeds, so that it survives a failover to one of them; 0 does not wait. WAIT's timeout is half of what is left of the push's time limit (UUM_PUSH_TIMEOUT)."`
 }
 
 // Database configures the Postgres that stores unique events.
@@ -482,6 +486,7 @@ func (c Config) validate(r *report) {
 		r.checkURL("UUM_REDIS_URL", err == nil, "must be a redis:// or rediss:// URL with a host, an optional database number 0-15 and only go-redis's URL options")
 	}
 	r.check("UUM_REDIS_CLUSTER", true, "must be true, false, 1, 0, yes or no")
+	r.check("UUM_PUSH_WAIT_REPLICAS", c.Redis.PushWaitReplicas >= 0 && c.Redis.PushWaitReplicas <= 16, "must be an integer from 0 to 16")
 	r.checkURL("UUM_DATABASE_URL", validURL(c.Database.URL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.checkURL("UUM_DATABASE_READ_URL", c.Database.ReadURL == "" || validURL(c.Database.ReadURL, "postgres", "postgresql"), "must be a postgres:// or postgresql:// URL")
 	r.check("UUM_DATABASE_READ_TIMEOUT", c.Database.ReadTimeout > 0, "must be a positive duration")

@@ -263,6 +263,9 @@ func TestLoadRejects(t *testing.T) {
 	for _, value := range []string{"maybe", "cluster"} {
 		cases = append(cases, testCase{"UUM_REDIS_CLUSTER", value, `UUM_REDIS_CLUSTER: must be true, false, 1, 0, yes or no, got "` + value + `"`})
 	}
+	for _, value := range []string{"abc", "-1", "17"} {
+		cases = append(cases, testCase{"UUM_PUSH_WAIT_REPLICAS", value, `UUM_PUSH_WAIT_REPLICAS: must be an integer from 0 to 16, got "` + value + `"`})
+	}
 	const databaseReason = `UUM_DATABASE_URL: must be a postgres:// or postgresql:// URL, got "`
 	for _, value := range []string{"mysql://h/db", "127.0.0.1:5432", "postgres:db", "postgres://h:port/db"} {
 		cases = append(cases, testCase{"UUM_DATABASE_URL", value, databaseReason + value + `"`})

@@ -75,7 +75,8 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 
 	// Concurrent calls share one LPUSH per flush; each call is still bounded
 	// by Events.PushTimeout.
-	pusher := buffer.NewSharded(rdb, cfg.Redis.KeyPrefix, cfg.Redis.BufferShards, buffer.CoalescerConfig{})
+	pusher := buffer.NewSharded(rdb, cfg.Redis.KeyPrefix, cfg.Redis.BufferShards, buffer.CoalescerConfig{},
+		buffer.WaitReplicas(cfg.Redis.PushWaitReplicas))
 	closers = append(closers, pusher.Close)
 
 	c, err := New(cfg.Events, pusher, nil, nil, stats, logger)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -326,6 +327,20 @@ func TestClusterScripts(t *testing.T) {
 			require.Zero(t, n)
 		}
 		require.Len(t, masters, 3, "the shards spread over every master")
+	})
+
+	t.Run("WaitReplicasOnTheKeysMaster", func(t *testing.T) {
+		// Each master has one replica: WAIT 1 is met, WAIT 2 is not.
+		for shard := range 3 {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			require.NoError(t, buffer.New(rdb, prefix, 100+shard, buffer.WaitReplicas(1)).Push(pctx, [][]byte{[]byte("x")}))
+			cancel()
+			pctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+			err := buffer.New(rdb, prefix, 100+shard, buffer.WaitReplicas(2)).Push(pctx, [][]byte{[]byte("x")})
+			cancel()
+			require.ErrorIs(t, err, buffer.ErrNotReplicated)
+			require.Contains(t, err.Error(), "1 of 2")
+		}
 	})
 
 	t.Run("SeenCache", func(t *testing.T) {

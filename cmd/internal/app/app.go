@@ -111,7 +111,8 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	if err := a.Redis.Ping(pctx).Err(); err != nil {
 		logger.WarnContext(ctx, "redis unreachable at start", "error", err)
 	}
-	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0)
+	// The dead-letter replay pushes to it: with the producers' WAIT.
+	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0, buffer.WaitReplicas(cfg.Redis.PushWaitReplicas))
 	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store).WithShards(cfg.Redis.BufferShards)
 
 	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store,

@@ -21,7 +21,8 @@ func (a *App) Producer() (*uniqueevents.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
 	}
-	pusher := buffer.NewSharded(rdb, a.Config.Redis.KeyPrefix, a.Config.Redis.BufferShards, buffer.CoalescerConfig{})
+	pusher := buffer.NewSharded(rdb, a.Config.Redis.KeyPrefix, a.Config.Redis.BufferShards, buffer.CoalescerConfig{},
+		buffer.WaitReplicas(a.Config.Redis.PushWaitReplicas))
 	a.closers = append(a.closers, func() { _ = rdb.Close() }, pusher.Close)
 	return uniqueevents.New(a.Config.Events, pusher, a.Seen, a.Store, a.Stats, a.logger)
 }
