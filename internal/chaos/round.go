@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/internal/freeport"
@@ -116,7 +117,7 @@ func newRound(h *harness, n int) (*round, error) {
 		drainAt:  1 + rng.IntN(2),
 		batch:    []int{20, 50, 100}[rng.IntN(3)],
 		fsync:    FsyncAlways,
-		prefix:   fmt.Sprintf("chaos%d:", n),
+		prefix:   roundPrefix(n),
 		schema:   fmt.Sprintf("chaos_round_%d", n),
 		logDir:   filepath.Join(h.dir, "logs", fmt.Sprintf("round-%04d", n)),
 		truth:    newTruth(),
@@ -186,11 +187,11 @@ func (r *round) run(ctx context.Context) (*roundResult, error) {
 	return &roundResult{n: r.n, faults: r.faults, outcome: o, elapsed: time.Since(start), everysec: r.fsync == FsyncEverysec}, nil
 }
 
-// prepare empties the private Redis (it holds nothing but the previous
-// round), sets its fsync policy and opens the round's statsd listener.
+// prepare deletes the previous round's keys, sets the private Redis's
+// fsync policy and opens the round's statsd listener.
 func (r *round) prepare(ctx context.Context) error {
-	if err := r.h.rdb.FlushAll(ctx).Err(); err != nil {
-		return fmt.Errorf("flush the private redis: %w", err)
+	if err := forgetRound(ctx, r.h.rdb, r.n-1); err != nil {
+		return err
 	}
 	if err := r.h.rdb.ConfigSet(ctx, "appendfsync", r.fsync).Err(); err != nil {
 		return fmt.Errorf("set appendfsync %s: %w", r.fsync, err)
@@ -227,6 +228,40 @@ func (r *round) prepare(ctx context.Context) error {
 		token: apiToken, rdb: r.h.rdb}
 	for shard := range r.shards {
 		r.push.keys = append(r.push.keys, rediskey.Buffer(r.prefix, shard))
+	}
+	return nil
+}
+
+// roundPrefix is the Redis key prefix of round n.
+func roundPrefix(n int) string { return fmt.Sprintf("chaos%d:", n) }
+
+// forgetRound deletes the keys of round n, whose processes have all
+// stopped: those under its prefix, those of its asynq queue (named after
+// the prefix, as processor.QueueName names it) and the queue's entry in
+// asynq's set of queues. Nothing else: no key of another round, so the
+// harness deletes only what a round made even in a Redis it owns. (The
+// server, worker and scheduler records asynq keeps per process expire
+// on their own.)
+func forgetRound(ctx context.Context, rdb redis.UniversalClient, n int) error {
+	prefix := roundPrefix(n)
+	queue := strings.TrimSuffix(prefix, ":")
+	for _, pattern := range []string{prefix + "*", "asynq:{" + queue + "}:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return fmt.Errorf("list round %d's keys: %w", n, err)
+		}
+		for batch := range slices.Chunk(keys, 1000) {
+			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+				return fmt.Errorf("delete round %d's keys: %w", n, err)
+			}
+		}
+	}
+	if err := rdb.SRem(ctx, "asynq:queues", queue).Err(); err != nil {
+		return fmt.Errorf("forget round %d's queue: %w", n, err)
 	}
 	return nil
 }
