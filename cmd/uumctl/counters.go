@@ -44,12 +44,9 @@ func countersShow(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("counters show", "\n\n"+
 		"Prints the counters the drains count tracked events with, as the database records them, and\n"+
 		"whether UUM_COUNTERS_FILE is that file. A drainer whose file is not starts with exit status 2.\n")
-	if err := c.parse(fs, args, 0); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 0)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	rec, ok, err := deps.Store.RecordedCounters(ctx)
@@ -67,12 +64,9 @@ func countersAccept(ctx context.Context, c *cli, args []string) error {
 		"way to change them. Drainers with another file (or none) then refuse to start, and running\n"+
 		"ones leave tracked events in the buffer, until they are restarted with this file. Without\n"+
 		"UUM_COUNTERS_FILE it records that tracked events are counted by no counter.\n")
-	if err := c.parse(fs, args, 0); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 0)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	r := newRecordReport(deps.Counters, store.CountersRecord{}, false)
@@ -121,12 +115,9 @@ func countersExport(ctx context.Context, c *cli, args []string) error {
 		"Writes every persistent counter and every entity state of the transition-safe counters,\n"+
 		"from one consistent snapshot, to FILE as JSON Lines after a header line\n"+
 		"{format, time, count, counters, states, checksum}. FILE appears only once complete.\n")
-	if err := c.parse(fs, args, 1); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 1)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	var h checkpoint.Header

@@ -8,12 +8,9 @@ import (
 
 func runDrain(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("drain", "")
-	if err := c.parse(fs, args, 0); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 0)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	names, err := deps.Names()

@@ -197,6 +197,16 @@ func helped(err error) error {
 	return err
 }
 
+// start parses args, which must hold wantArgs arguments, and opens the
+// dependencies: a command's start. For --help it returns errHelp, which
+// helped makes nil.
+func (c *cli) start(ctx context.Context, fs *flag.FlagSet, args []string, wantArgs int) (*app.App, error) {
+	if err := c.parse(fs, args, wantArgs); err != nil {
+		return nil, err
+	}
+	return c.open(ctx)
+}
+
 // open starts the dependencies, logging to stderr.
 func (c *cli) open(ctx context.Context) (*app.App, error) {
 	return app.StartLookup(ctx, "uumctl", c.lookup, c.stderr)

@@ -16,12 +16,9 @@ var errDrift = errors.New("drift found")
 func runReconcile(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("reconcile", "")
 	dry := fs.Bool("dry-run", false, "report drift, change nothing")
-	if err := c.parse(fs, args, 0); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 0)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	rep, err := reconcile.New(deps.Store, deps.Stats, deps.Log(), reconcile.WithRecorder(deps.Pipeline)).Run(ctx, *dry)

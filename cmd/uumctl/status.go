@@ -67,12 +67,9 @@ func (l *leaseInfo) String() string {
 
 func runStatus(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("status", "")
-	if err := c.parse(fs, args, 0); err != nil {
-		return helped(err)
-	}
-	deps, err := c.open(ctx)
+	deps, err := c.start(ctx, fs, args, 0)
 	if err != nil {
-		return err
+		return helped(err)
 	}
 	defer deps.Close()
 	snap, err := deps.Pipeline.Snapshot(ctx)

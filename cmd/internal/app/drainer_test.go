@@ -19,11 +19,31 @@ import (
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/store"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
+}
+
+// startApp starts the dependencies from env, closed at the test's end.
+func startApp(t *testing.T, env testenv.Env) *app.App {
+	t.Helper()
+	a, err := app.StartLookup(context.Background(), "test", env.Lookup, testenv.NewBuffer(t, "log"))
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	return a
+}
+
+// drainer returns a's drainer, over the names its dictionary holds.
+func drainer(t *testing.T, a *app.App) *processor.Drainer {
+	t.Helper()
+	names, err := a.Names()
+	require.NoError(t, err)
+	d, err := a.Drainer(context.Background(), names)
+	require.NoError(t, err)
+	return d
 }
 
 // TestDrainer runs one drain with the drainer processor and uumctl drain
@@ -37,13 +57,8 @@ func TestDrainer(t *testing.T) {
 	counters, err := filepath.Abs(filepath.Join("..", "..", "..", "counters.example.yaml"))
 	require.NoError(t, err)
 	stack.Env["UUM_COUNTERS_FILE"] = counters
-	a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-	require.NoError(t, err)
-	t.Cleanup(a.Close)
-	names, err := a.Names()
-	require.NoError(t, err)
-	d, err := a.Drainer(ctx, names)
-	require.NoError(t, err)
+	a := startApp(t, stack.Env)
+	d := drainer(t, a)
 
 	u := uum.NewUUID()
 	connected, err := uum.TrackedEvent{ID: "evt-1", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1"}}.AppendWire(nil, time.Now())

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/uniqueevents"
@@ -29,9 +28,7 @@ func TestProducer(t *testing.T) {
 		require.NoError(t, err)
 		delete(stack.Env, "UUM_DATABASE_SCHEMA") // each URL's search_path names its schema
 		stack.Env["UUM_DATABASE_READ_URL"] = replicaURL
-		a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-		require.NoError(t, err)
-		t.Cleanup(a.Close)
+		a := startApp(t, stack.Env)
 		require.NotNil(t, a.Replica)
 
 		events, err := a.Producer()
@@ -47,9 +44,7 @@ func TestProducer(t *testing.T) {
 	t.Run("LogsThroughTheBuffer", func(t *testing.T) {
 		t.Parallel()
 		stack := testenv.New(t)
-		a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-		require.NoError(t, err)
-		t.Cleanup(a.Close)
+		a := startApp(t, stack.Env)
 		events, err := a.Producer()
 		require.NoError(t, err)
 		_, err = events.LogEvent(ctx, uniqueevents.User{ID: userID}, "login")

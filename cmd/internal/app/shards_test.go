@@ -25,9 +25,7 @@ func TestShards(t *testing.T) {
 	stack := testenv.New(t)
 	stack.Env["UUM_BUFFER_SHARDS"] = "4"
 	stack.Env["UUM_DRAIN_CONCURRENCY"] = "2"
-	a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-	require.NoError(t, err)
-	t.Cleanup(a.Close)
+	a := startApp(t, stack.Env)
 	p, err := a.Producer()
 	require.NoError(t, err)
 	const users = 40
@@ -49,13 +47,8 @@ func TestShards(t *testing.T) {
 	require.EqualValues(t, total, snap.QueueDepth, "the metrics add up the shards")
 
 	stack.Env["UUM_BUFFER_SHARDS"] = "2"
-	b, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	names, err := b.Names()
-	require.NoError(t, err)
-	d, err := b.Drainer(ctx, names)
-	require.NoError(t, err)
+	b := startApp(t, stack.Env)
+	d := drainer(t, b)
 	sum, err := d.DrainAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2*users, sum.EventsProcessed)
@@ -85,9 +78,7 @@ func TestShardsSharedByProcessors(t *testing.T) {
 	stack.Env["UUM_BATCH_SIZE"] = "5"
 	procs := make([]*app.App, 2)
 	for i := range procs {
-		a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
-		require.NoError(t, err)
-		t.Cleanup(a.Close)
+		a := startApp(t, stack.Env)
 		procs[i] = a
 	}
 	p, err := procs[0].Producer()
@@ -100,10 +91,7 @@ func TestShardsSharedByProcessors(t *testing.T) {
 	var processed [2]int
 	errs := make(chan error, 2)
 	for i, a := range procs {
-		names, err := a.Names()
-		require.NoError(t, err)
-		d, err := a.Drainer(ctx, names)
-		require.NoError(t, err)
+		d := drainer(t, a)
 		go func() {
 			sum, err := d.DrainUntilEmpty(ctx, time.Minute)
 			processed[i] = sum.EventsProcessed
