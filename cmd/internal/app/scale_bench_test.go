@@ -213,6 +213,10 @@ type cpuSplit struct {
 	lpushes int64
 	// machine is the CPU every process of the machine used meanwhile.
 	machine time.Duration
+	// pgTicks samples of pg_stat_activity found pgStates[i] of the
+	// benchmark's backends in state i (pgStateNames), on the whole.
+	pgTicks  int
+	pgStates [len(pgStateNames)]int
 }
 
 // rate returns the events per second.
@@ -227,6 +231,10 @@ func (s *cpuSplit) add(o cpuSplit) {
 	s.machine += o.machine
 	s.redisMasters += o.redisMasters
 	s.lpushes += o.lpushes
+	s.pgTicks += o.pgTicks
+	for i, n := range o.pgStates {
+		s.pgStates[i] += n
+	}
 }
 
 // report prints the CPU per event of each component, and the cores all
@@ -241,6 +249,70 @@ func (s cpuSplit) report(b *testing.B, prefix string) {
 	}
 	b.ReportMetric((s.goCPU+s.redis+s.pg).Seconds()/s.wall.Seconds(), prefix+"cores")
 	b.ReportMetric(s.machine.Seconds()/s.wall.Seconds(), prefix+"machine_cores")
+	if s.pgTicks > 0 {
+		for i, name := range pgStateNames {
+			b.ReportMetric(float64(s.pgStates[i])/float64(s.pgTicks), prefix+"pg_"+name+"_backends")
+		}
+	}
+}
+
+// pgStateNames are what a drain's Postgres backend can be doing, as
+// pg_stat_activity shows it: running (active, waiting for nothing),
+// lock (waiting for a row or other lock: the drain commits take turns at
+// the uum_instance row), wal (writing or flushing WAL: the commit),
+// intx (idle in a transaction: waiting for the drainer's next
+// statement), other (any other wait). Idle backends are not counted.
+var pgStateNames = [...]string{"running", "lock", "wal", "intx", "other"}
+
+// samplePG samples, every 10ms until stop is closed, what the backends of
+// m.app are doing, and adds to s the number of samples and of backends
+// found in each state.
+func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		rows, err := m.admin.Query(context.Background(), `SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, '')
+			FROM pg_stat_activity WHERE application_name = $1`, m.app)
+		if err != nil {
+			m.b.Error(err)
+			return
+		}
+		for rows.Next() {
+			var state, waitType, wait string
+			if err := rows.Scan(&state, &waitType, &wait); err != nil {
+				m.b.Error(err)
+				break
+			}
+			if i := pgState(state, waitType, wait); i >= 0 {
+				s.pgStates[i]++
+			}
+		}
+		rows.Close()
+		s.pgTicks++
+	}
+}
+
+// pgState returns the index in pgStateNames of a backend's state, -1 if
+// it is idle.
+func pgState(state, waitType, wait string) int {
+	switch {
+	case state == "idle":
+		return -1
+	case waitType == "Lock":
+		return 1
+	case strings.HasPrefix(wait, "WAL"):
+		return 2
+	case state == "idle in transaction":
+		return 3
+	case state == "active" && waitType == "":
+		return 0
+	}
+	return 4
 }
 
 // cpuMeter reads the CPU each component has used so far: this process
@@ -481,6 +553,12 @@ func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSpl
 	}
 	runtime.GC() // the set-up's garbage is not the drain's CPU
 	r0 := meter.read()
+	var states cpuSplit
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		meter.samplePG(&states, stop)
+	}()
 	start := time.Now()
 	var processed atomic.Int64
 	var wg sync.WaitGroup
@@ -506,7 +584,12 @@ func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSpl
 		}
 		processed.Add(int64(sum.EventsProcessed))
 	}
-	return meter.since(r0, events, time.Since(start))
+	wall := time.Since(start)
+	close(stop)
+	<-sampled
+	split := meter.since(r0, events, wall)
+	split.pgTicks, split.pgStates = states.pgTicks, states.pgStates
+	return split
 }
 
 // BenchmarkLogEventsShards is how fast one process buffers through the
