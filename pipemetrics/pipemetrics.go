@@ -278,22 +278,27 @@ func (m *Metrics) Snapshot(ctx context.Context) (Snapshot, error) {
 }
 
 // readRedis reads the figures kept in Redis: every field but the DLQ's.
+// It reads the shards of every count this Redis was read with, not only
+// m's: after UUM_BUFFER_SHARDS was lowered, the shards beyond the new
+// count are still drained, and their totals stay part of the sums, so
+// the counters never go down and nothing the leftovers hold is hidden.
+// The counts are a set in Redis that each read adds its own to (SADD is
+// idempotent); a second round trip reads the shards beyond m's, only
+// when a larger count was ever used.
 func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error) {
 	minute := now.Unix() / 60
 	n := max(m.shards, 1)
 	var (
-		totals, rate = make([]*redis.MapStringStringCmd, n), make([]*redis.MapStringStringCmd, n)
-		depth        = make([]*redis.IntCmd, n)
-		oldest       = make([]*redis.StringCmd, n)
-		sketches     []*redis.MapStringStringCmd
-		hist         *redis.MapStringStringCmd
+		shards   = make([]shardCmds, n)
+		counts   *redis.StringSliceCmd
+		sketches []*redis.MapStringStringCmd
+		hist     *redis.MapStringStringCmd
 	)
 	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range n {
-			totals[i] = p.HGetAll(ctx, rediskey.MetricsTotals(m.prefix, i))
-			rate[i] = p.HGetAll(ctx, rediskey.MetricsRate(m.prefix, i))
-			depth[i] = p.LLen(ctx, rediskey.Buffer(m.prefix, i))
-			oldest[i] = p.LIndex(ctx, rediskey.Buffer(m.prefix, i), -1)
+		p.SAdd(ctx, rediskey.MetricsShardCounts(m.prefix), n)
+		counts = p.SMembers(ctx, rediskey.MetricsShardCounts(m.prefix))
+		for i := range shards {
+			shards[i].queue(ctx, p, m.prefix, i)
 		}
 		for i := range int64(Window / time.Minute) {
 			sketches = append(sketches, p.HGetAll(ctx, rediskey.MetricsLatency(m.prefix, minute-i)))
@@ -302,13 +307,9 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 		return nil
 	})
 	if err != nil {
-		// LINDEX of an empty buffer is redis.Nil, not a failure.
-		errs := []error{hist.Err()}
-		for i := range n {
-			errs = append(errs, totals[i].Err(), rate[i].Err(), depth[i].Err())
-			if !errors.Is(oldest[i].Err(), redis.Nil) {
-				errs = append(errs, oldest[i].Err())
-			}
+		errs := []error{hist.Err(), counts.Err()}
+		for i := range shards {
+			errs = append(errs, shards[i].err())
 		}
 		for _, c := range sketches {
 			errs = append(errs, c.Err())
@@ -317,27 +318,13 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 			return Snapshot{}, fmt.Errorf("read pipeline metrics: %w", err)
 		}
 	}
+	if shards, err = m.readLeftovers(ctx, shards, counts.Val()); err != nil {
+		return Snapshot{}, err
+	}
 	// The shards add up; the lag is the oldest entry of any shard.
 	var s Snapshot
-	for i := range n {
-		s.QueueDepth += depth[i].Val()
-		t := totals[i].Val()
-		s.TotalEvents += atoi(t["total"])
-		s.Delivered += atoi(t["delivered"])
-		s.Failed += atoi(t["failed"])
-		s.LastProcessedAt = later(s.LastProcessedAt, millis(t["last_processed_at"]))
-		s.LastFailureAt = later(s.LastFailureAt, millis(t["last_failure_at"]))
-		s.SeenCacheRescopes += atoi(t[rescopesField])
-		for sec, c := range rate[i].Val() {
-			if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
-				s.ProcessingRate += atoi(c)
-			}
-		}
-		if raw := oldest[i].Val(); raw != "" {
-			if at, ok := bufferedAt(raw); ok {
-				s.QueueLagSeconds = max(s.QueueLagSeconds, now.Sub(at).Seconds(), 0)
-			}
-		}
+	for i := range shards {
+		shards[i].add(&s, now)
 	}
 	s.Pending = s.QueueDepth
 	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {
@@ -427,4 +414,101 @@ func bufferedAt(raw string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(w.BufferedAt), true
+}
+
+// ShardsRead returns how many shards a snapshot reads: the most of
+// UUM_BUFFER_SHARDS and every count the metrics were read with before
+// (see readRedis), so shards left over after lowering the count are
+// included. Shards 0 to the result minus 1 are read.
+func (m *Metrics) ShardsRead(ctx context.Context) (int, error) {
+	n := max(m.shards, 1)
+	counts, err := m.rdb.SMembers(ctx, rediskey.MetricsShardCounts(m.prefix)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("read buffer shard counts: %w", err)
+	}
+	return max(n, maxCount(counts)), nil
+}
+
+// maxCount returns the largest of counts, 0 when none parses.
+func maxCount(counts []string) int {
+	hi := 0
+	for _, c := range counts {
+		if v, err := strconv.Atoi(c); err == nil {
+			hi = max(hi, v)
+		}
+	}
+	return hi
+}
+
+// readLeftovers appends to shards the reads of the shards beyond them up
+// to the largest of counts, in one more round trip, when there are any.
+func (m *Metrics) readLeftovers(ctx context.Context, shards []shardCmds, counts []string) ([]shardCmds, error) {
+	from, to := len(shards), maxCount(counts)
+	if to <= from {
+		return shards, nil
+	}
+	more := make([]shardCmds, to-from)
+	_, err := m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range more {
+			more[i].queue(ctx, p, m.prefix, from+i)
+		}
+		return nil
+	})
+	if err != nil {
+		var errs []error
+		for i := range more {
+			errs = append(errs, more[i].err())
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("read pipeline metrics of shards %d-%d: %w", from, to-1, err)
+		}
+	}
+	return append(shards, more...), nil
+}
+
+// shardCmds are the reads of one shard's figures in a pipeline.
+type shardCmds struct {
+	totals, rate *redis.MapStringStringCmd
+	depth        *redis.IntCmd
+	oldest       *redis.StringCmd
+}
+
+func (c *shardCmds) queue(ctx context.Context, p redis.Pipeliner, prefix string, shard int) {
+	c.totals = p.HGetAll(ctx, rediskey.MetricsTotals(prefix, shard))
+	c.rate = p.HGetAll(ctx, rediskey.MetricsRate(prefix, shard))
+	c.depth = p.LLen(ctx, rediskey.Buffer(prefix, shard))
+	c.oldest = p.LIndex(ctx, rediskey.Buffer(prefix, shard), -1)
+}
+
+// err returns the reads' errors; LINDEX of an empty buffer is redis.Nil,
+// not a failure.
+func (c *shardCmds) err() error {
+	errs := []error{c.totals.Err(), c.rate.Err(), c.depth.Err()}
+	if !errors.Is(c.oldest.Err(), redis.Nil) {
+		errs = append(errs, c.oldest.Err())
+	}
+	return errors.Join(errs...)
+}
+
+// add adds the shard's figures to s: depths, totals and rates add up,
+// the times and the lag are the latest and the oldest of any shard.
+func (c *shardCmds) add(s *Snapshot, now time.Time) {
+	s.QueueDepth += c.depth.Val()
+	t := c.totals.Val()
+	s.TotalEvents += atoi(t["total"])
+	s.Delivered += atoi(t["delivered"])
+	s.Failed += atoi(t["failed"])
+	s.LastProcessedAt = later(s.LastProcessedAt, millis(t["last_processed_at"]))
+	s.LastFailureAt = later(s.LastFailureAt, millis(t["last_failure_at"]))
+	s.SeenCacheRescopes += atoi(t[rescopesField])
+	for sec, n := range c.rate.Val() {
+		if at := atoi(sec); at > now.Add(-RateWindow).Unix() && at <= now.Unix() {
+			s.ProcessingRate += atoi(n)
+		}
+	}
+	if raw := c.oldest.Val(); raw != "" {
+		if at, ok := bufferedAt(raw); ok {
+			s.QueueLagSeconds = max(s.QueueLagSeconds, now.Sub(at).Seconds(), 0)
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/promtooltest"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 )
 
@@ -115,6 +116,52 @@ func TestSnapshot(t *testing.T) {
 		require.InDelta(t, 42, s.QueueLagSeconds, 0.01)
 		require.Equal(t, int64(2), s.DLQCount)
 		require.InDelta(t, 60, s.DLQOldestAgeSeconds, 0.01)
+	})
+
+	// After UUM_BUFFER_SHARDS is lowered from 4 to 2, a reader of 2 still
+	// adds up shards 2 and 3: their waiting entries until drained, and
+	// their totals for good, so no counter goes down.
+	t.Run("LoweredShardCountKeepsTheLeftovers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		at := b.now.Add(-time.Minute)
+		for shard := range 4 {
+			buf := buffer.New(b.rdb, b.prefix, shard)
+			require.NoError(t, buf.Push(ctx, [][]byte{[]byte("x"), []byte("y")}))
+			lease, err := buf.Acquire(ctx, time.Minute)
+			require.NoError(t, err)
+			require.NoError(t, lease.TrimTally(ctx, 1, buffer.Tally{Delivered: 1, At: at}))
+			require.NoError(t, lease.Release(ctx))
+		}
+		// shard 3's oldest entry is the oldest of all.
+		old := b.now.Add(-time.Hour)
+		require.NoError(t, b.rdb.RPush(ctx, rediskey.Buffer(b.prefix, 3), `{"v":2,"buffered_at":`+itoa(old.UnixMilli())+`}`).Err())
+
+		four := New(b.rdb, b.prefix, b.dlq).WithShards(4)
+		four.now = b.m.now
+		s, err := four.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), s.Delivered)
+		require.Equal(t, int64(5), s.QueueDepth)
+		require.InDelta(t, time.Hour.Seconds(), s.QueueLagSeconds, 0.01)
+
+		two := New(b.rdb, b.prefix, b.dlq).WithShards(2)
+		two.now = b.m.now
+		got, err := two.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, s, got, "a reader of 2 adds up all 4 shards")
+		n, err := two.ShardsRead(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+
+		// Drained, the leftovers' totals stay in the sums.
+		for shard := 2; shard < 4; shard++ {
+			require.NoError(t, b.rdb.Del(ctx, rediskey.Buffer(b.prefix, shard)).Err())
+		}
+		got, err = two.Snapshot(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), got.Delivered)
+		require.Equal(t, int64(2), got.QueueDepth)
 	})
 
 	t.Run("StoreFailureIsAnError", func(t *testing.T) {

@@ -19,6 +19,13 @@ func MetricsRate(prefix string, shard int) string {
 	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:rate"
 }
 
+// MetricsShardCounts returns the set of the UUM_BUFFER_SHARDS values the
+// pipeline metrics were read with: its largest is how many shards they
+// add up, the shards left over after lowering the count included.
+func MetricsShardCounts(prefix string) string {
+	return prefix + "metrics:shard_counts"
+}
+
 // MetricsLatency returns the hash of one minute's buffered-to-committed
 // latency sketch: DDSketch bin index to count ("z" for zero), merged by
 // HINCRBY across drainers, and a "flush:<id>" field per flush applied.
