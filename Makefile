@@ -24,7 +24,10 @@ else
 RACE_FLAG := -race
 endif
 
-# golangci-lint, pinned: `make lint` installs it into .bin/ on first use.
+# golangci-lint, pinned: `make lint` and `make test` install it into .bin/
+# on first use (go install from the module proxy: a few minutes of
+# downloading and compiling, once); `make test` lints first, LINT=0 skips it.
+LINT ?= 1
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := .bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -40,7 +43,8 @@ help: ## List the targets
 run: ## Start the whole service (PostgreSQL and Redis if needed, then API + processor)
 	@scripts/run.sh
 
-test: ## Run the tests (starts PostgreSQL and Redis if needed, installs Chromium and promtool)
+test: $(if $(filter 0,$(LINT)),,$(GOLANGCI_LINT)) ## Lint, then run the tests (starts PostgreSQL and Redis if needed, installs Chromium and promtool)
+	$(if $(filter 0,$(LINT)),@echo 'test: LINT=0: not linting' >&2,$(GOLANGCI_LINT) run ./...)
 	@scripts/services.sh test
 	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
 	UUM_BROWSER_TESTS=require $(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...

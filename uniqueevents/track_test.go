@@ -18,7 +18,7 @@ import (
 
 // The former name of TrackedEvent keeps compiling, as the same type, so
 // code written against it still builds.
-var _ []uniqueevents.TrackedEvent = []uniqueevents.Event{{ID: "e1", Type: "a"}} //nolint:staticcheck // the deprecated name is what this checks
+var _ []uniqueevents.TrackedEvent = []uniqueevents.Event{{ID: "e1", Type: "a"}} // staticcheck allows the deprecated name in its own package's tests
 
 func TestTrack(t *testing.T) {
 	t.Parallel()

@@ -160,16 +160,16 @@ func TestCluster(t *testing.T) {
 	defer apiDeps.Close()
 	events, err := apiDeps.Producer()
 	require.NoError(t, err)
-	var tracked []uniqueevents.Event
+	var tracked []uniqueevents.TrackedEvent
 	for i := range 5 {
-		tracked = append(tracked, uniqueevents.Event{ID: "c" + strconv.Itoa(i), Type: "account.connected",
+		tracked = append(tracked, uniqueevents.TrackedEvent{ID: "c" + strconv.Itoa(i), Type: "account.connected",
 			Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a" + strconv.Itoa(i)}})
 	}
 	tracked = append(tracked,
-		uniqueevents.Event{ID: "d0", Type: "account.disconnected", Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a0"}},
-		uniqueevents.Event{ID: "c1", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a1"}},
-		uniqueevents.Event{ID: "r0", Type: "artifact_received", OrgID: "o1"},
-		uniqueevents.Event{ID: "r1", Type: "artifact_received", OrgID: "o1"},
+		uniqueevents.TrackedEvent{ID: "d0", Type: "account.disconnected", Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a0"}},
+		uniqueevents.TrackedEvent{ID: "c1", Type: "account.connected", Dimensions: map[string]string{"masterAccountId": "m1", "accountId": "a1"}},
+		uniqueevents.TrackedEvent{ID: "r0", Type: "artifact_received", OrgID: "o1"},
+		uniqueevents.TrackedEvent{ID: "r1", Type: "artifact_received", OrgID: "o1"},
 	)
 	_, err = events.Track(ctx, tracked...)
 	require.NoError(t, err)
