@@ -258,11 +258,12 @@ func (s cpuSplit) report(b *testing.B, prefix string) {
 
 // pgStateNames are what a drain's Postgres backend can be doing, as
 // pg_stat_activity shows it: running (active, waiting for nothing),
-// lock (waiting for a row or other lock: the drain commits take turns at
-// the uum_instance row), wal (writing or flushing WAL: the commit),
-// intx (idle in a transaction: waiting for the drainer's next
+// seq_lock (waiting for the lock on the uum_instance row every drain
+// commit updates first and holds until it commits: the commits take
+// turns there), lock (any other lock), wal (writing or flushing WAL: the
+// commit), intx (idle in a transaction: waiting for the drainer's next
 // statement), other (any other wait). Idle backends are not counted.
-var pgStateNames = [...]string{"running", "lock", "wal", "intx", "other"}
+var pgStateNames = [...]string{"running", "seq_lock", "lock", "wal", "intx", "other"}
 
 // samplePG samples, every 10ms until stop is closed, what the backends of
 // m.app are doing, and adds to s the number of samples and of backends
@@ -276,19 +277,19 @@ func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		rows, err := m.admin.Query(context.Background(), `SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, '')
+		rows, err := m.admin.Query(context.Background(), `SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
 			FROM pg_stat_activity WHERE application_name = $1`, m.app)
 		if err != nil {
 			m.b.Error(err)
 			return
 		}
 		for rows.Next() {
-			var state, waitType, wait string
-			if err := rows.Scan(&state, &waitType, &wait); err != nil {
+			var state, waitType, wait, query string
+			if err := rows.Scan(&state, &waitType, &wait, &query); err != nil {
 				m.b.Error(err)
 				break
 			}
-			if i := pgState(state, waitType, wait); i >= 0 {
+			if i := pgState(state, waitType, wait, query); i >= 0 {
 				s.pgStates[i]++
 			}
 		}
@@ -299,20 +300,22 @@ func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
 
 // pgState returns the index in pgStateNames of a backend's state, -1 if
 // it is idle.
-func pgState(state, waitType, wait string) int {
+func pgState(state, waitType, wait, query string) int {
 	switch {
 	case state == "idle":
 		return -1
-	case waitType == "Lock":
+	case waitType == "Lock" && strings.HasPrefix(query, "UPDATE uum_instance SET drain_seq"):
 		return 1
-	case strings.HasPrefix(wait, "WAL"):
+	case waitType == "Lock":
 		return 2
-	case state == "idle in transaction":
+	case strings.HasPrefix(wait, "WAL"):
 		return 3
+	case state == "idle in transaction":
+		return 4
 	case state == "active" && waitType == "":
 		return 0
 	}
-	return 4
+	return 5
 }
 
 // cpuMeter reads the CPU each component has used so far: this process
