@@ -42,9 +42,9 @@ const maxProducerBytes = 12_500_000
 // Open and one LogEvents) and keeps it at most 12.5 MB unstripped,
 // without goose, asynq or a Postgres driver's connection code: Open
 // leaves the Postgres side to the first read. It was 14.0 MB when Open
-// built the Postgres side at once; 12.1 MB with it left to the first read
-// and the cluster client (Go 1.26.8, linux/amd64; go test -v -run
-// TestProducerBinary prints it).
+// built the Postgres side at once; 12.3 MB with it left to the first read,
+// the cluster client and the push's WAIT (Go 1.26.8, linux/amd64; go test
+// -v -run TestProducerBinary prints it).
 func TestProducerBinary(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "producer")
