@@ -277,7 +277,7 @@ func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		rows, err := m.admin.Query(context.Background(), `SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
+		rows, err := m.admin.Query(context.Background(), `SELECT coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
 			FROM pg_stat_activity WHERE application_name = $1`, m.app)
 		if err != nil {
 			m.b.Error(err)
