@@ -622,8 +622,17 @@ func (r Redis) ClusterOptions() (*redis.ClusterOptions, error) {
 		return nil, fmt.Errorf("parse redis cluster url: %w", err)
 	}
 	opt.ContextTimeoutEnabled = true
+	// go-redis reloads the slot map on MOVED, not when a master stops
+	// answering, and otherwise every minute: a minute of failures after a
+	// failover. A reload is one CLUSTER SLOTS, and only of a client in use.
+	opt.ClusterStateReloadInterval = ClusterReloadInterval
 	return opt, nil
 }
+
+// ClusterReloadInterval is how often a cluster client in use re-reads the
+// slot map: the longest it keeps sending a slot's commands to a master
+// that failed over.
+const ClusterReloadInterval = 2 * time.Second
 
 // NewClient returns a new client of URL: a cluster client with Cluster,
 // else a client of one server. Every Redis client of the service is made

@@ -48,7 +48,7 @@ var cluster struct {
 }
 
 // clusterURL starts the package's cluster once and returns its URL.
-func clusterURL(t *testing.T) string {
+func clusterURL(t testing.TB) string {
 	t.Helper()
 	cluster.once.Do(func() {
 		dir, err := os.MkdirTemp("", "uum-cluster-")
