@@ -18,12 +18,16 @@ type PipelineReader interface {
 	LastNonEmptyRun(ctx context.Context) (*pipemetrics.Run, error)
 	LastReconciliation(ctx context.Context) (*pipemetrics.Reconciliation, error)
 	History(ctx context.Context) ([]pipemetrics.Point, error)
+	// ShardStates returns every buffer shard's depth, lag and last runs,
+	// the shards left over after lowering UUM_BUFFER_SHARDS included.
+	ShardStates(ctx context.Context) ([]pipemetrics.ShardState, error)
 }
 
-// LeaseReader reads the drain lease; *buffer.List satisfies it. Holder
-// returns nil when no drainer holds the lease.
+// LeaseReader reads the buffer shards' drain leases; buffer.Leases
+// satisfies it. Holders returns shards from..to-1's holders, nil for a
+// free lease.
 type LeaseReader interface {
-	Holder(ctx context.Context) (*buffer.Holder, error)
+	Holders(ctx context.Context, from, to int) ([]*buffer.Holder, error)
 }
 
 // DrainSchedule says when the processors enqueue drain runs;
@@ -35,7 +39,7 @@ type DrainSchedule interface {
 
 var (
 	_ PipelineReader = (*pipemetrics.Metrics)(nil)
-	_ LeaseReader    = (*buffer.List)(nil)
+	_ LeaseReader    = buffer.Leases{}
 )
 
 // statusRoutes holds what GET /v1/status and /v1/metrics/history read.
@@ -80,7 +84,14 @@ type leaseBody struct {
 	Stale bool `json:"stale"`
 }
 
+// shardBody is one buffer shard's state in the status.
+type shardBody struct {
+	pipemetrics.ShardState
+	Lease *leaseBody `json:"lease"` // null when free
+}
+
 type statusBody struct {
+	// Lease is shard 0's lease, as before the buffer had shards.
 	Lease           *leaseBody                  `json:"lease"` // null when free
 	LeaseTTLSeconds float64                     `json:"lease_ttl_seconds"`
 	LastRun         *pipemetrics.Run            `json:"last_run"`
@@ -88,7 +99,13 @@ type statusBody struct {
 	NextDrainAt     *time.Time                  `json:"next_drain_at"`
 	PrevDrainAt     *time.Time                  `json:"previous_drain_at"`
 	Reconciliation  *pipemetrics.Reconciliation `json:"last_reconciliation"`
-	Timestamp       time.Time                   `json:"timestamp"`
+	// The shards' totals: depths add up, the lag is the oldest of any
+	// shard, and leases_held counts the shards being drained.
+	QueueDepth      int64       `json:"queue_depth"`
+	QueueLagSeconds float64     `json:"queue_lag_seconds"`
+	LeasesHeld      int         `json:"leases_held"`
+	Shards          []shardBody `json:"shards"`
+	Timestamp       time.Time   `json:"timestamp"`
 }
 
 // getStatus serves GET /v1/status.
@@ -96,16 +113,7 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	st := s.status
 	body := statusBody{LeaseTTLSeconds: st.leaseTTL.Seconds(), Timestamp: s.now().UTC()}
-	h, err := st.lease.Holder(ctx)
-	if err == nil && h != nil {
-		body.Lease = newLeaseBody(h, st.leaseTTL)
-	}
-	if err == nil {
-		body.LastRun, err = st.pipeline.LastRun(ctx)
-	}
-	if err == nil {
-		body.LastNonEmptyRun, err = st.pipeline.LastNonEmptyRun(ctx)
-	}
+	err := s.shardStatus(ctx, &body)
 	if err == nil {
 		body.Reconciliation, err = st.pipeline.LastReconciliation(ctx)
 	}
@@ -119,6 +127,36 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// shardStatus fills in body's shards, their totals and shard 0's lease,
+// and the last runs of any shard.
+func (s *server) shardStatus(ctx context.Context, body *statusBody) error {
+	st := s.status
+	states, err := st.pipeline.ShardStates(ctx)
+	if err != nil {
+		return err
+	}
+	holders, err := st.lease.Holders(ctx, 0, len(states))
+	if err != nil {
+		return err
+	}
+	body.LastRun, body.LastNonEmptyRun = pipemetrics.LatestRuns(states)
+	body.Shards = make([]shardBody, len(states))
+	for i, state := range states {
+		sh := shardBody{ShardState: state}
+		if h := holders[i]; h != nil {
+			sh.Lease = newLeaseBody(h, st.leaseTTL)
+			body.LeasesHeld++
+		}
+		body.QueueDepth += state.QueueDepth
+		body.QueueLagSeconds = max(body.QueueLagSeconds, state.QueueLagSeconds)
+		body.Shards[i] = sh
+	}
+	if len(body.Shards) > 0 {
+		body.Lease = body.Shards[0].Lease
+	}
+	return nil
 }
 
 func newLeaseBody(h *buffer.Holder, ttl time.Duration) *leaseBody {

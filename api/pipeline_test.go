@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum/api"
@@ -32,9 +34,11 @@ func (noDeadLetters) DeadLetterStats(context.Context) (int64, time.Time, error) 
 }
 
 type statusBundle struct {
-	m   *pipemetrics.Metrics
-	buf *buffer.List
-	h   http.Handler
+	rdb    *redis.Client
+	prefix string
+	m      *pipemetrics.Metrics
+	buf    *buffer.List
+	h      http.Handler
 }
 
 func setupStatus(t *testing.T, sched api.DrainSchedule) *statusBundle {
@@ -42,7 +46,8 @@ func setupStatus(t *testing.T, sched api.DrainSchedule) *statusBundle {
 	rdb, prefix := redistest.Real(t)
 	b := &statusBundle{m: pipemetrics.New(rdb, prefix, noDeadLetters{}), buf: buffer.New(rdb, prefix, 0)}
 	cfg := config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}}}
-	b.h = api.New(cfg, &fakeEvents{}, &fakeCounts{}, nil, nil, api.WithStatus(b.m, b.buf, sched, 30*time.Second))
+	b.rdb, b.prefix = rdb, prefix
+	b.h = api.New(cfg, &fakeEvents{}, &fakeCounts{}, nil, nil, api.WithStatus(b.m, buffer.NewLeases(rdb, prefix), sched, 30*time.Second))
 	return b
 }
 
@@ -98,6 +103,58 @@ func TestStatus(t *testing.T) {
 		require.True(t, next.Equal(*got.NextDrainAt))
 		require.True(t, next.Add(-10*time.Minute).Equal(*got.PrevDrainAt))
 		require.Equal(t, rec.EventNames, got.Reconciliation.EventNames)
+	})
+
+	// Every shard shows its lease, depth, lag and last run; the totals
+	// add the depths up and take the oldest lag; the old fields show
+	// shard 0's lease and the latest run of any shard.
+	t.Run("EveryShard", func(t *testing.T) {
+		t.Parallel()
+		b := setupStatus(t, fakeSchedule{})
+		b.m.WithShards(3)
+		now := time.Now()
+		for shard, age := range []time.Duration{0, time.Minute, 10 * time.Second} {
+			if age > 0 {
+				entry := `{"v":2,"buffered_at":` + strconv.FormatInt(now.Add(-age).UnixMilli(), 10) + `}`
+				require.NoError(t, buffer.New(b.rdb, b.prefix, shard).Push(ctx, [][]byte{[]byte(entry), []byte(entry)}))
+			}
+		}
+		lease, err := buffer.New(b.rdb, b.prefix, 2).Acquire(ctx, 30*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = lease.Release(context.Background()) })
+		late := pipemetrics.Run{StartedAt: now.Add(-time.Second).UTC(), FinishedAt: now.UTC(), Drained: 5}
+		require.NoError(t, b.m.Runs(1).RecordRun(ctx, late))
+		require.NoError(t, b.m.Runs(0).RecordRun(ctx, pipemetrics.Run{StartedAt: now.Add(-time.Hour).UTC(), FinishedAt: now.Add(-time.Hour).UTC()}))
+
+		var got struct {
+			statusBody
+			QueueDepth      int64   `json:"queue_depth"`
+			QueueLagSeconds float64 `json:"queue_lag_seconds"`
+			LeasesHeld      int     `json:"leases_held"`
+			Shards          []struct {
+				Shard           int              `json:"shard"`
+				QueueDepth      int64            `json:"queue_depth"`
+				QueueLagSeconds float64          `json:"queue_lag_seconds"`
+				LastRun         *pipemetrics.Run `json:"last_run"`
+				Lease           *struct {
+					Holder string `json:"holder"`
+				} `json:"lease"`
+			} `json:"shards"`
+		}
+		requireJSON(t, call(b.h, "GET", "/v1/status", readToken, ""), http.StatusOK, &got)
+		require.Len(t, got.Shards, 3)
+		require.EqualValues(t, 4, got.QueueDepth)
+		require.InDelta(t, 60, got.QueueLagSeconds, 5)
+		require.Equal(t, 1, got.LeasesHeld)
+		require.Nil(t, got.Lease, "shard 0's lease is free")
+		require.NotEmpty(t, got.Shards[2].Lease.Holder)
+		require.Nil(t, got.Shards[1].Lease)
+		require.EqualValues(t, []int64{0, 2, 2}, []int64{got.Shards[0].QueueDepth, got.Shards[1].QueueDepth, got.Shards[2].QueueDepth})
+		require.InDelta(t, 10, got.Shards[2].QueueLagSeconds, 5)
+		require.Equal(t, late, *got.Shards[1].LastRun)
+		require.Equal(t, late, *got.LastRun, "the latest run of any shard")
+		require.Equal(t, late, *got.LastNonEmptyRun)
+		require.Zero(t, got.Shards[0].LastRun.Drained)
 	})
 
 	t.Run("ALeaseNobodyRenewsIsStale", func(t *testing.T) {

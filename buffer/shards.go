@@ -2,6 +2,7 @@ package buffer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 
@@ -76,6 +77,54 @@ func Lens(ctx context.Context, rdb redis.UniversalClient, prefix string, from, t
 	out := make([]int64, len(cmds))
 	for i, c := range cmds {
 		out[i] = c.Val()
+	}
+	return out, nil
+}
+
+// Leases reads the drain leases of a sharded buffer's shards, for the
+// status.
+type Leases struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewLeases returns the leases of the shards under prefix.
+func NewLeases(rdb redis.UniversalClient, prefix string) Leases {
+	return Leases{rdb: rdb, prefix: prefix}
+}
+
+// Holders returns the holders of the drain leases of shards from..to-1
+// ([i] is shard from+i, nil when free), read in one pipeline with
+// Redis's clock.
+func (l Leases) Holders(ctx context.Context, from, to int) ([]*Holder, error) {
+	rdb, prefix := l.rdb, l.prefix
+	if to <= from {
+		return nil, nil
+	}
+	gets := make([]*redis.StringCmd, to-from)
+	pttls := make([]*redis.DurationCmd, to-from)
+	var now *redis.TimeCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range gets {
+			gets[i], pttls[i] = p.Get(ctx, rediskey.Lease(prefix, from+i)), p.PTTL(ctx, rediskey.Lease(prefix, from+i))
+		}
+		now = p.Time(ctx)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) || now.Err() != nil {
+		return nil, fmt.Errorf("read shard leases: %w", errors.Join(now.Err(), err))
+	}
+	out := make([]*Holder, len(gets))
+	for i, g := range gets {
+		if errors.Is(g.Err(), redis.Nil) {
+			continue
+		}
+		if err := errors.Join(g.Err(), pttls[i].Err()); err != nil {
+			return nil, fmt.Errorf("read lease of shard %d: %w", from+i, err)
+		}
+		h := &Holder{Token: g.Val(), TTL: pttls[i].Val(), Now: now.Val()}
+		h.Name, h.AcquiredAt = parseToken(h.Token)
+		out[i] = h
 	}
 	return out, nil
 }

@@ -29,19 +29,34 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 }
 
-// RecordRun stores r as the last run, replacing the one before, and as
-// the last non-empty run too when it drained anything. Drain runs exclude
-// each other through the buffer lease, so the last stored is the last
-// finished.
+// RecordRun stores r as the last run of buffer shard 0: see Runs.
 func (m *Metrics) RecordRun(ctx context.Context, r Run) error {
+	return m.Runs(0).RecordRun(ctx, r)
+}
+
+// Runs returns the run recorder of buffer shard shard: each shard's
+// drainer records its runs apart, so the status shows every shard's.
+func (m *Metrics) Runs(shard int) ShardRuns { return ShardRuns{m: m, shard: shard} }
+
+// ShardRuns records the drain runs of one buffer shard.
+type ShardRuns struct {
+	m     *Metrics
+	shard int
+}
+
+// RecordRun stores r as the shard's last run, replacing the one before,
+// and as its last non-empty run too when it drained anything. A shard's
+// runs exclude each other through its lease, so the last stored is the
+// last finished.
+func (s ShardRuns) RecordRun(ctx context.Context, r Run) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("record drain run: %w", err)
 	}
-	_, err = m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, rediskey.MetricsLastRun(m.prefix, 0), b, 0)
+	_, err = s.m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, rediskey.MetricsLastRun(s.m.prefix, s.shard), b, 0)
 		if r.Drained > 0 {
-			p.Set(ctx, rediskey.MetricsLastNonEmptyRun(m.prefix, 0), b, 0)
+			p.Set(ctx, rediskey.MetricsLastNonEmptyRun(s.m.prefix, s.shard), b, 0)
 		}
 		return nil
 	})
@@ -51,21 +66,103 @@ func (m *Metrics) RecordRun(ctx context.Context, r Run) error {
 	return nil
 }
 
-// LastRun returns the last run RecordRun stored, or nil if none was.
+// LastRun returns the last run of any shard (the latest finished), or
+// nil if none was recorded.
 func (m *Metrics) LastRun(ctx context.Context) (*Run, error) {
-	return getJSON[Run](ctx, m.rdb, rediskey.MetricsLastRun(m.prefix, 0), "last drain run")
+	states, err := m.ShardStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return latest(states, func(s ShardState) *Run { return s.LastRun }), nil
 }
 
-// LastNonEmptyRun returns the last run RecordRun stored that drained at
+// LastNonEmptyRun returns the last run of any shard that drained at
 // least one entry, or nil if none did.
 func (m *Metrics) LastNonEmptyRun(ctx context.Context) (*Run, error) {
-	return getJSON[Run](ctx, m.rdb, rediskey.MetricsLastNonEmptyRun(m.prefix, 0), "last non-empty drain run")
+	states, err := m.ShardStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return latest(states, func(s ShardState) *Run { return s.LastNonEmptyRun }), nil
 }
 
-// getJSON reads the JSON value at key, nil if there is none; what names
-// it in errors.
-func getJSON[T any](ctx context.Context, rdb redis.UniversalClient, key, what string) (*T, error) {
-	b, err := rdb.Get(ctx, key).Bytes()
+// LatestRuns returns the last run and the last non-empty run of any of
+// states' shards.
+func LatestRuns(states []ShardState) (last, nonEmpty *Run) {
+	return latest(states, func(s ShardState) *Run { return s.LastRun }),
+		latest(states, func(s ShardState) *Run { return s.LastNonEmptyRun })
+}
+
+func latest(states []ShardState, run func(ShardState) *Run) *Run {
+	var out *Run
+	for _, s := range states {
+		if r := run(s); r != nil && (out == nil || r.FinishedAt.After(out.FinishedAt)) {
+			out = r
+		}
+	}
+	return out
+}
+
+// ShardState is one buffer shard's state, as the status shows it.
+type ShardState struct {
+	Shard           int     `json:"shard"`
+	QueueDepth      int64   `json:"queue_depth"`
+	QueueLagSeconds float64 `json:"queue_lag_seconds"`
+	LastRun         *Run    `json:"last_run"`
+	LastNonEmptyRun *Run    `json:"last_nonempty_run"`
+}
+
+// ShardStates returns the state of every shard a snapshot adds up (see
+// ShardsRead), in one pipeline after reading the count.
+func (m *Metrics) ShardStates(ctx context.Context) ([]ShardState, error) {
+	n, err := m.ShardsRead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type cmds struct {
+		depth           *redis.IntCmd
+		oldest, last, n *redis.StringCmd
+	}
+	cs := make([]cmds, n)
+	_, err = m.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cs {
+			cs[i] = cmds{
+				depth:  p.LLen(ctx, rediskey.Buffer(m.prefix, i)),
+				oldest: p.LIndex(ctx, rediskey.Buffer(m.prefix, i), -1),
+				last:   p.Get(ctx, rediskey.MetricsLastRun(m.prefix, i)),
+				n:      p.Get(ctx, rediskey.MetricsLastNonEmptyRun(m.prefix, i)),
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read shard states: %w", err)
+	}
+	now := m.now()
+	out := make([]ShardState, n)
+	for i, c := range cs {
+		st := ShardState{Shard: i, QueueDepth: c.depth.Val()}
+		if err := c.depth.Err(); err != nil {
+			return nil, fmt.Errorf("read shard %d depth: %w", i, err)
+		}
+		if at, ok := bufferedAt(c.oldest.Val()); ok {
+			st.QueueLagSeconds = max(now.Sub(at).Seconds(), 0)
+		}
+		if st.LastRun, err = decodeJSON[Run](c.last, "last drain run"); err != nil {
+			return nil, err
+		}
+		if st.LastNonEmptyRun, err = decodeJSON[Run](c.n, "last non-empty drain run"); err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// decodeJSON decodes the JSON value c read, nil if there was none; what
+// names it in errors.
+func decodeJSON[T any](c *redis.StringCmd, what string) (*T, error) {
+	b, err := c.Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -77,4 +174,10 @@ func getJSON[T any](ctx context.Context, rdb redis.UniversalClient, key, what st
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return &v, nil
+}
+
+// getJSON reads the JSON value at key, nil if there is none; what names
+// it in errors.
+func getJSON[T any](ctx context.Context, rdb redis.UniversalClient, key, what string) (*T, error) {
+	return decodeJSON[T](rdb.Get(ctx, key), what)
 }

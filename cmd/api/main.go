@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/api"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/console"
@@ -77,7 +78,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithMetrics(deps.Pipeline, deps.PrometheusHandler(),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),
-		api.WithStatus(deps.Pipeline, deps.Buffer, schedule, cfg.Processor.LeaseTTL),
+		api.WithStatus(deps.Pipeline, buffer.NewLeases(deps.Redis, cfg.Redis.KeyPrefix), schedule, cfg.Processor.LeaseTTL),
 		api.WithConsole(console.Handler()))
 
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.API.Addr)

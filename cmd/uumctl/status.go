@@ -14,8 +14,24 @@ import (
 type statusReport struct {
 	Pipeline pipemetrics.Snapshot `json:"pipeline"`
 	Lease    *leaseInfo           `json:"lease"` // nil when no drainer holds it
-	// LastRun is the last drain run's summary, nil before the first.
+	// LastRun is the last drain run's summary (of any shard), nil before
+	// the first.
 	LastRun *pipemetrics.Run `json:"last_run"`
+	// Shards are every buffer shard's state and lease; Lease above is
+	// shard 0's. The pipeline's depth and lag add them up.
+	Shards []shardInfo `json:"shards"`
+}
+
+// shardInfo is one buffer shard in the status.
+type shardInfo struct {
+	pipemetrics.ShardState
+	Lease *leaseInfo `json:"lease"` // nil when no drainer holds it
+}
+
+// String describes the shard in one line of the status table.
+func (s shardInfo) String() string {
+	return fmt.Sprintf("%d waiting, lag %.1fs; lease %s; last run %s",
+		s.QueueDepth, s.QueueLagSeconds, s.Lease, lastRun(s.LastRun))
 }
 
 type leaseInfo struct {
@@ -77,20 +93,31 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("status: %w", err)
 	}
 	rep := statusReport{Pipeline: snap}
-	if rep.LastRun, err = deps.Pipeline.LastRun(ctx); err != nil {
-		return fmt.Errorf("status: %w", err)
-	}
-	h, err := deps.Buffer.Holder(ctx)
+	states, err := deps.Pipeline.ShardStates(ctx)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
-	if h != nil {
-		rep.Lease = newLeaseInfo(h, deps.Config.Processor.LeaseTTL)
+	holders, err := buffer.NewLeases(deps.Redis, deps.Config.Redis.KeyPrefix).Holders(ctx, 0, len(states))
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	rep.LastRun, _ = pipemetrics.LatestRuns(states)
+	held := 0
+	for i, st := range states {
+		sh := shardInfo{ShardState: st}
+		if holders[i] != nil {
+			sh.Lease = newLeaseInfo(holders[i], deps.Config.Processor.LeaseTTL)
+			held++
+		}
+		rep.Shards = append(rep.Shards, sh)
+	}
+	if len(rep.Shards) > 0 {
+		rep.Lease = rep.Shards[0].Lease
 	}
 	rows := [][]string{
 		{"queue depth", strconv.FormatInt(snap.QueueDepth, 10)},
 		{"queue lag", fmt.Sprintf("%.1fs", snap.QueueLagSeconds)},
-		{"drain lease", rep.Lease.String()},
+		{"drain lease", leaseRow(rep, held)},
 		{"drained (total)", strconv.FormatInt(snap.TotalEvents, 10)},
 		{"delivered", strconv.FormatInt(snap.Delivered, 10)},
 		{"dead-lettered", strconv.FormatInt(snap.Failed, 10)},
@@ -104,7 +131,21 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if rep.LastRun != nil && rep.LastRun.Error != "" {
 		rows = append(rows, []string{"last run error", rep.LastRun.Error})
 	}
+	if len(rep.Shards) > 1 {
+		for _, sh := range rep.Shards {
+			rows = append(rows, []string{"shard " + strconv.Itoa(sh.Shard), sh.String()})
+		}
+	}
 	return c.print(rep, nil, rows)
+}
+
+// leaseRow describes the lease of an unsharded buffer, or how many of the
+// shards' leases are held.
+func leaseRow(rep statusReport, held int) string {
+	if len(rep.Shards) <= 1 {
+		return rep.Lease.String()
+	}
+	return fmt.Sprintf("%d of %d shards held", held, len(rep.Shards))
 }
 
 // lastRun describes the last drain run in one line.

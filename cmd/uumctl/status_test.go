@@ -102,3 +102,49 @@ func TestStatusLease(t *testing.T) {
 	require.Nil(t, got.AgeSec)
 	require.Regexp(t, `drain lease\s+held by an older drainer \(token 01234567…\) for an unknown time, renewed`, table())
 }
+
+// TestStatusShards shows every shard of a sharded buffer: its depth,
+// lease and last run, with the pipeline adding the depths up.
+func TestStatusShards(t *testing.T) {
+	t.Parallel()
+	stack := testenv.New(t)
+	stack.Env["UUM_BUFFER_SHARDS"] = "3"
+	ctx := context.Background()
+	require.NoError(t, buffer.New(stack.Redis, stack.Prefix, 1).Push(ctx, [][]byte{[]byte("a"), []byte("b")}))
+	require.NoError(t, buffer.New(stack.Redis, stack.Prefix, 2).Push(ctx, [][]byte{[]byte("c")}))
+	held, err := buffer.New(stack.Redis, stack.Prefix, 1).Acquire(ctx, time.Minute)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = held.Release(context.Background()) })
+
+	out, code := uumctl(t, stack.Env, "status", "--json")
+	require.Equal(t, 0, code, out)
+	var st struct {
+		Pipeline struct {
+			QueueDepth int64 `json:"queue_depth"`
+		} `json:"pipeline"`
+		Lease  *struct{} `json:"lease"`
+		Shards []struct {
+			Shard      int   `json:"shard"`
+			QueueDepth int64 `json:"queue_depth"`
+			Lease      *struct {
+				Holder string `json:"holder"`
+			} `json:"lease"`
+		} `json:"shards"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.EqualValues(t, 3, st.Pipeline.QueueDepth)
+	require.Nil(t, st.Lease, "shard 0's lease is free")
+	require.Len(t, st.Shards, 3)
+	for i, want := range []int64{0, 2, 1} {
+		require.Equal(t, i, st.Shards[i].Shard)
+		require.Equal(t, want, st.Shards[i].QueueDepth)
+	}
+	require.Nil(t, st.Shards[0].Lease)
+	require.NotEmpty(t, st.Shards[1].Lease.Holder)
+
+	out, code = uumctl(t, stack.Env, "status")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `drain lease\s+1 of 3 shards held\n`, out)
+	require.Regexp(t, `shard 1\s+2 waiting, lag 0\.0s; lease held by \S+ for `, out)
+	require.Regexp(t, `shard 2\s+1 waiting, lag 0\.0s; lease free; last run none recorded\n`, out)
+}

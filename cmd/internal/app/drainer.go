@@ -41,7 +41,7 @@ func (a *App) Drainer(ctx context.Context, names processor.NameChecker) (*proces
 		}
 		return processor.NewDrainer(cfg.Processor, buf, a.Seen, a.Store, stats, a.logger.With("shard", i),
 			append([]processor.Option{processor.WithNames(names), processor.WithRunFailures(a.Store),
-				processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline),
+				processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline.Runs(i)),
 				processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
 				processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store)}, opts...)...)
 	}

@@ -142,6 +142,11 @@ export function mount(el) {
   }
 
   function renderLease(st, now) {
+    const shards = st.shards || [];
+    if (shards.length > 1) {
+      renderShardLeases(shards);
+      return;
+    }
     const l = st.lease;
     if (!l) {
       t.lease.value.textContent = 'free';
@@ -155,6 +160,21 @@ export function mount(el) {
       ? `${held}, not renewed for ${fmt.duration(l.renewed_seconds_ago)}: the holder is probably dead; the lease frees itself in ${fmt.duration(l.ttl_left_seconds)}`
       : `${held}, renewed ${fmt.duration(l.renewed_seconds_ago)} ago`;
     setFlag(t.lease, l.stale ? 'holder dead?' : 'draining', l.stale ? 'danger' : 'ok');
+  }
+
+  // A sharded buffer: how many shards are being drained, by whom, and
+  // whether a holder looks dead.
+  function renderShardLeases(shards) {
+    const held = shards.filter((sh) => sh.lease);
+    const stale = held.filter((sh) => sh.lease.stale);
+    const holders = [...new Set(held.map((sh) => sh.lease.holder || 'an older drainer'))];
+    t.lease.value.textContent = `${held.length} of ${shards.length} shards`;
+    const deepest = shards.reduce((a, b) => (b.queue_depth > a.queue_depth ? b : a));
+    const parts = [holders.length ? `held by ${holders.join(', ')}` : 'no drain is running'];
+    if (deepest.queue_depth > 0) parts.push(`deepest: shard ${deepest.shard}, ${fmt.int(deepest.queue_depth)} waiting`);
+    if (stale.length) parts.push(`not renewed: shard ${stale.map((sh) => sh.shard).join(', ')}`);
+    t.lease.note.textContent = parts.join(' · ');
+    setFlag(t.lease, stale.length ? 'holder dead?' : held.length ? 'draining' : '', stale.length ? 'danger' : 'ok');
   }
 
   function renderRuns(st, now) {
