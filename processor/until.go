@@ -10,11 +10,14 @@ import (
 var errTimeLimit = errors.New("drain time limit reached")
 
 // DrainUntilEmpty runs drains back to back, each capped at MaxIterations
-// as usual, until one leaves the buffer empty, another drainer holds the
-// lease, or limit has passed. At the limit the batch being committed is
-// finished and trimmed, like on a shutdown, and the summary reports the
-// remaining entries as a backlog; that is no error. The summary adds up
-// the runs; Skipped means no run got the lease.
+// as usual, until one leaves the buffer (every shard) empty or limit has
+// passed. Entries in shards another drainer holds are waited for, with a
+// pause between tries that doubles up to a fifth of the lease TTL: the
+// holder drains them, or its lease frees and this drains them. At the
+// limit the batch being committed is finished and trimmed, like on a
+// shutdown, and the summary reports the remaining entries as a backlog;
+// that is no error. The summary adds up the runs; Skipped means no run
+// got the lease.
 func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Summary, error) {
 	start := time.Now()
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -23,6 +26,7 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 	defer timer.Stop()
 
 	var total Summary
+	wait := heldBackoff{max: d.cfg.LeaseTTL / 5}
 	for {
 		sum, err := d.DrainAll(runCtx)
 		total.add(sum)
@@ -30,7 +34,19 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 			total.DurationMS = time.Since(start).Milliseconds()
 			return total, err
 		}
-		if sum.Skipped || sum.Iterations == 0 || !sum.Backlog || runCtx.Err() != nil {
+		if !sum.Backlog || runCtx.Err() != nil {
+			break
+		}
+		if sum.Iterations > 0 {
+			wait.reset()
+			continue
+		}
+		// Nothing drained, entries wait: another drainer holds the
+		// shards they are in. Try again after a pause that doubles up
+		// to a fifth of the lease TTL (how often a live holder renews),
+		// until it drained them, its lease freed (a holder that died:
+		// at most one TTL), or the limit.
+		if !wait.sleep(runCtx) {
 			break
 		}
 	}
@@ -61,4 +77,31 @@ func (s *Summary) add(run Summary) {
 	s.DBInserts += run.DBInserts
 	s.DeadLettered += run.DeadLettered
 	s.QueueDepth, s.Backlog = run.QueueDepth, run.Backlog
+}
+
+// heldBackoff paces the tries of DrainUntilEmpty while other drainers
+// hold the shards with entries: 50 ms, doubling up to max (at least
+// 50 ms, at most 2 s).
+type heldBackoff struct {
+	max, next time.Duration
+}
+
+const (
+	heldBackoffMin = 50 * time.Millisecond
+	heldBackoffMax = 2 * time.Second
+)
+
+func (b *heldBackoff) reset() { b.next = 0 }
+
+// sleep waits for the next pause and reports whether it ended before ctx.
+func (b *heldBackoff) sleep(ctx context.Context) bool {
+	b.next = min(max(2*b.next, heldBackoffMin), max(min(b.max, heldBackoffMax), heldBackoffMin))
+	t := time.NewTimer(b.next)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -334,7 +334,8 @@ func TestUntilEmpty(t *testing.T) {
 		pushUsers(t, b, 3)
 		require.NoError(t, b.Redis.Set(t.Context(), rediskey.Lease(b.Prefix, 0), "another-drainer", time.Minute).Err())
 
-		sum := summary(t, b, "-once", "-until-empty")
+		// -until-empty waits for the holder; the limit ends the wait.
+		sum := summary(t, b, "-once", "-until-empty", "-max-duration", "1s")
 		require.Equal(t, true, sum["skipped"])
 		require.InDelta(t, 3, sum["queue_depth"], 0)
 		require.Equal(t, true, sum["backlog"])
