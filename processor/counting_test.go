@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/DataDog/datadog-go/v5/statsd"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/processor"
@@ -34,6 +36,10 @@ func exampleCounters(t *testing.T) *rules.Set {
 type countingBundle struct {
 	*testBundle
 	set *rules.Set
+	// shards > 1: tracked events are pushed as the producer pushes
+	// them to a buffer of that many shards (buffer.Sharded.Push), and
+	// the drain is DrainAll over every shard.
+	shards int
 }
 
 func setupCounting(t *testing.T) *countingBundle {
@@ -44,17 +50,26 @@ func setupCounting(t *testing.T) *countingBundle {
 func (b *countingBundle) drain(t *testing.T) processor.Summary {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, logger, processor.WithCounters(b.set, 0))
-	sum, err := d.Drain(context.Background())
+	sum, err := b.drainer(b.stats.Client, logger).DrainAll(context.Background())
 	require.NoError(t, err)
 	return sum
 }
 
 func (b *countingBundle) drainErr(t *testing.T) error {
 	t.Helper()
-	d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, nil, nil, processor.WithCounters(b.set, 0))
-	_, err := d.Drain(context.Background())
+	_, err := b.drainer(nil, nil).DrainAll(context.Background())
 	return err
+}
+
+// drainer returns the drainer of shard 0 and, with shards, of the others.
+func (b *countingBundle) drainer(stats statsd.ClientInterface, logger *slog.Logger) *processor.Drainer {
+	opts := []processor.Option{processor.WithCounters(b.set, 0)}
+	if b.shards > 1 {
+		opts = append(opts, processor.WithShards(b.shards, b.shards, 2, func(i int) *processor.Drainer {
+			return processor.NewDrainer(b.cfg, buffer.New(b.rdb, b.prefix, i), b.seen, b.db, stats, logger, processor.WithCounters(b.set, 0))
+		}, nil))
+	}
+	return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, stats, logger, opts...)
 }
 
 // track pushes tracked events, each its own entry, buffered now.
@@ -66,7 +81,30 @@ func (b *countingBundle) track(t *testing.T, events ...uum.TrackedEvent) {
 		require.NoError(t, err)
 		entries[i] = string(raw)
 	}
-	b.push(t, entries...)
+	if b.shards <= 1 {
+		b.push(t, entries...)
+		return
+	}
+	raw := make([][]byte, len(entries))
+	for i, e := range entries {
+		raw[i] = []byte(e)
+	}
+	// Track's route: Push, which is shard 0 whatever the count.
+	sh := buffer.NewSharded(b.rdb, b.prefix, b.shards, buffer.CoalescerConfig{})
+	defer sh.Close()
+	require.NoError(t, sh.Push(context.Background(), raw))
+}
+
+// logUsers pushes an event of n new users each as LogEvents routes them,
+// by user id over the shards.
+func (b *countingBundle) logUsers(t *testing.T, n int) {
+	t.Helper()
+	sh := buffer.NewSharded(b.rdb, b.prefix, max(b.shards, 1), buffer.CoalescerConfig{})
+	defer sh.Close()
+	for range n {
+		u := uum.NewUUID()
+		require.NoError(t, sh.PushKey(context.Background(), u[:], [][]byte{uum.Event{UserID: u, Name: "opened"}.MarshalWire(time.Now())}))
+	}
 }
 
 // counter reads a persistent counter's value for a masterAccountId (0 if

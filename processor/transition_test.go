@@ -46,9 +46,28 @@ func (b *countingBundle) activeEntities(t *testing.T) []string {
 	return out
 }
 
+// TestTransitionSafeCounters runs the seed 001 flows with a buffer of 1
+// and of 4 shards, with the same expectations: tracked events are pushed
+// to shard 0 whatever the count (Track's route) and keep one order, so
+// the counters come out identical, while other users' events spread
+// over the shards and drain beside them.
 func TestTransitionSafeCounters(t *testing.T) {
 	t.Parallel()
+	for _, shards := range []int{1, 4} {
+		t.Run(fmt.Sprintf("Shards%d", shards), func(t *testing.T) {
+			t.Parallel()
+			transitionSafeCounters(t, shards)
+		})
+	}
+}
+
+func transitionSafeCounters(t *testing.T, shards int) {
 	const ca = "connected_accounts"
+	setupCounting := func(t *testing.T) *countingBundle {
+		b := setupCounting(t)
+		b.shards = shards
+		return b
+	}
 
 	t.Run("SingleConnect", func(t *testing.T) {
 		t.Parallel()
@@ -106,8 +125,14 @@ func TestTransitionSafeCounters(t *testing.T) {
 		// Seed 001: the disconnect is ignored (the account is not on), the
 		// late connect then turns it on; raw mode with the floor says the
 		// same here, without the floor it would say 0.
-		b.track(t, accountDisconnect("E1", "m1", "a1"), accountConnect("E2", "m1", "a1"))
-		b.drain(t)
+		b.logUsers(t, 20)
+		b.track(t, accountDisconnect("E1", "m1", "a1"))
+		b.logUsers(t, 20)
+		b.track(t, accountConnect("E2", "m1", "a1"))
+		b.logUsers(t, 20)
+		sum := b.drain(t)
+		require.Equal(t, 62, sum.EventsProcessed, "the users' events drained beside them")
+		require.Zero(t, sum.QueueDepth)
 		require.Equal(t, int64(1), b.counter(t, ca, "m1"))
 		b.track(t, accountDisconnect("E3", "m1", "a2"))
 		b.drain(t)
