@@ -44,8 +44,10 @@ func (e *SchemaError) Error() string {
 }
 
 // DefaultPartitions is the number of hash partitions of the pair table a
-// new install gets when Apply is given none (see
-// store's BenchmarkPairTable for the measurement behind it).
+// new install gets when Apply is given none. Up to 16 the count hardly
+// changes the drain's insert rate, and a partition of a 20M-pair table
+// is REINDEXed in seconds (store's BenchmarkPairTable; docs/scaling.md,
+// "On one primary: the partition count").
 const DefaultPartitions = 16
 
 // Option configures Apply.
