@@ -239,6 +239,19 @@ func TestRedisURL(t *testing.T) {
 		require.Equal(t, 0, got.DB)
 		require.Equal(t, "uum", got.ClientName)
 	})
+
+	t.Run("AsynqGetsClusterClients", func(t *testing.T) {
+		t.Parallel()
+		opt, err := redis.ParseClusterURL("redis://alice:pw@h1:7000?addr=h2:7001&client_name=uum")
+		require.NoError(t, err)
+		c, ok := app.AsynqRedis{Cluster: opt}.MakeRedisClient().(*redis.ClusterClient)
+		require.True(t, ok)
+		defer c.Close()
+		got := c.Options()
+		require.Equal(t, []string{"h1:7000", "h2:7001"}, got.Addrs)
+		require.Equal(t, "alice", got.Username)
+		require.Equal(t, "uum", got.ClientName)
+	})
 }
 
 // aclUser creates a Redis ACL user of the test's own, allowed everything,

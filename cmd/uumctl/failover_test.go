@@ -156,7 +156,7 @@ func failover(t *testing.T, url, dir string, admin *redis.ClusterClient, wait in
 	})
 	defer func() { stopDrain(); draining.Wait() }()
 
-	waitFor(t, 30*time.Second, "100 pushes acknowledged", func() bool { return ackedSoFar() >= 100 })
+	require.Eventually(t, func() bool { return ackedSoFar() >= 100 }, 30*time.Second, 20*time.Millisecond, "100 pushes acknowledged")
 	paused.Store(true)
 	require.NoError(t, syscall.Kill(replica.pid, syscall.SIGSTOP))
 	resumed := sync.OnceFunc(func() { _ = syscall.Kill(replica.pid, syscall.SIGCONT) })
@@ -167,7 +167,7 @@ func failover(t *testing.T, url, dir string, admin *redis.ClusterClient, wait in
 	defer old.Close()
 	require.NoError(t, old.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
 	before := attempts()
-	waitFor(t, 30*time.Second, "40 pushes during the pause", func() bool { return attempts() >= before+40 })
+	require.Eventually(t, func() bool { return attempts() >= before+40 }, 30*time.Second, 20*time.Millisecond, "40 pushes during the pause")
 	require.NoError(t, syscall.Kill(master.pid, syscall.SIGKILL))
 	stopPushing() // the pushes that end now count as acknowledged in the pause
 	resumed()
@@ -176,18 +176,18 @@ func failover(t *testing.T, url, dir string, admin *redis.ClusterClient, wait in
 	// The replica takes over.
 	promoted := redis.NewClient(&redis.Options{Addr: replica.addr})
 	defer promoted.Close()
-	waitFor(t, 60*time.Second, "the replica promoted", func() bool {
+	require.Eventually(t, func() bool {
 		role, err := promoted.Do(ctx, "ROLE").Slice()
 		return err == nil && len(role) > 0 && role[0] == "master"
-	})
+	}, 60*time.Second, 20*time.Millisecond, "the replica promoted")
 	redistest.WaitClusterOK(t, admin, 30*time.Second)
 
 	// Draining continues on the promoted master until the shard is empty.
 	runs := drained.Load()
-	waitFor(t, 60*time.Second, "the shard drained after the failover", func() bool {
+	require.Eventually(t, func() bool {
 		n, err := promoted.LLen(ctx, rediskey.Buffer(prefix, shard)).Result()
 		return err == nil && n == 0 && drained.Load() > runs+1
-	})
+	}, 60*time.Second, 20*time.Millisecond, "the shard drained after the failover")
 	stopDrain()
 	draining.Wait()
 
@@ -208,19 +208,6 @@ func failover(t *testing.T, url, dir string, admin *redis.ClusterClient, wait in
 		}
 	}
 	return r
-}
-
-// waitFor polls cond every 20ms until it holds, failing the test after
-// within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // clusterNode is a node that redis-cluster.sh started in dir.
@@ -285,9 +272,10 @@ func nodeIn(t *testing.T, dir, addr string) clusterNode {
 	return clusterNode{}
 }
 
-// BenchmarkPushWait measures one producer's push on the cluster (one
-// entry, the production client) with and without WAIT 1, and prints the
-// latency percentiles.
+// BenchmarkPushWait measures a push of one entry on the cluster (the
+// production client, no resends) with and without WAIT 1, and prints the
+// latency percentiles: one producer pushing alone, then 16 concurrent
+// callers through a Coalescer, as LogEvents pushes.
 func BenchmarkPushWait(b *testing.B) {
 	opts, err := redis.ParseClusterURL(clusterURL(b))
 	require.NoError(b, err)
@@ -297,20 +285,53 @@ func BenchmarkPushWait(b *testing.B) {
 	prefix := redistest.Prefix(b)
 	entry := uum.Event{UserID: uum.NewUUID(), Name: "bench"}.MarshalWire(time.Now())
 	for _, wait := range []int{0, 1} {
-		b.Run(fmt.Sprintf("wait=%d", wait), func(b *testing.B) {
-			l := buffer.New(rdb, prefix, wait, buffer.WaitReplicas(wait))
+		l := buffer.New(rdb, prefix, wait, buffer.WaitReplicas(wait))
+		b.Run(fmt.Sprintf("alone/wait=%d", wait), func(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				start := time.Now()
-				err := l.Push(ctx, [][]byte{entry})
-				lat = append(lat, time.Since(start))
-				cancel()
-				require.NoError(b, err)
+				lat = append(lat, timedPush(b, l.Push, entry))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			reportLatency(b, lat)
+		})
+		b.Run(fmt.Sprintf("coalesced16/wait=%d", wait), func(b *testing.B) {
+			c := buffer.NewCoalescer(l, buffer.CoalescerConfig{})
+			defer c.Close()
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.SetParallelism(8) // 16 callers on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				var mine []time.Duration
+				for pb.Next() {
+					mine = append(mine, timedPush(b, c.Push, entry))
+				}
+				mu.Lock()
+				lat = append(lat, mine...)
+				mu.Unlock()
+			})
+			reportLatency(b, lat)
 		})
 	}
+}
+
+// timedPush pushes entry with a 1s limit and returns how long it took.
+func timedPush(b *testing.B, push func(context.Context, [][]byte) error, entry []byte) time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	err := push(ctx, [][]byte{entry})
+	d := time.Since(start)
+	if err != nil {
+		b.Error(err)
+	}
+	return d
+}
+
+// reportLatency prints the median and 99th percentile of lat.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
