@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/cmd/internal/app"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -118,4 +120,116 @@ func TestShardsSharedByProcessors(t *testing.T) {
 	n, err := p.UniqueCount(ctx, "opened")
 	require.NoError(t, err)
 	require.EqualValues(t, users, n)
+}
+
+// TestShardCountChanges changes UUM_BUFFER_SHARDS 1 → 4 → 2 → 1 the way
+// the runbook in docs/operations.md says, with events in flight: at each
+// change a processor of the new count starts while the old one still
+// drains and producers still push with the old count; then the producers
+// switch and the old processor stops. The same users log events in every
+// phase, so their events move between shards. At the end no shard holds
+// an entry, each pair is one row, each entry was delivered once, and a
+// reader of the final count still adds up every shard's totals.
+func TestShardCountChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	stack := testenv.New(t)
+	stack.Env["UUM_DRAIN_CONCURRENCY"] = "2"
+	stack.Env["UUM_BATCH_SIZE"] = "7"
+	start := func(shards int) *app.App {
+		t.Helper()
+		stack.Env["UUM_BUFFER_SHARDS"] = strconv.Itoa(shards)
+		a, err := app.StartLookup(ctx, "test", stack.Env.Lookup, testenv.NewBuffer(t, "log"))
+		require.NoError(t, err)
+		t.Cleanup(a.Close)
+		return a
+	}
+	users := make([]uniqueevents.User, 60)
+	for i := range users {
+		users[i] = uniqueevents.User{ID: uum.NewUUID().String()}
+	}
+	entries := 0
+	push := func(a *app.App, name string) {
+		t.Helper()
+		p, err := a.Producer()
+		require.NoError(t, err)
+		for _, u := range users {
+			_, err := p.LogEvents(ctx, u, []string{"opened", name})
+			require.NoError(t, err)
+			entries += 2
+		}
+	}
+	// drainWhile drains with a's processor until stop is closed.
+	drainWhile := func(a *app.App, stop <-chan struct{}) <-chan error {
+		done := make(chan error, 1)
+		names, err := a.Names()
+		require.NoError(t, err)
+		d, err := a.Drainer(ctx, names)
+		require.NoError(t, err)
+		go func() {
+			for {
+				if _, err := d.DrainAll(ctx); err != nil {
+					done <- err
+					return
+				}
+				select {
+				case <-stop:
+					done <- nil
+					return
+				default:
+				}
+			}
+		}()
+		return done
+	}
+
+	counts := []int{1, 4, 2, 1}
+	old := start(counts[0])
+	push(old, "p0")
+	for phase, n := range counts[1:] {
+		// 1. The processors get the new count first: both drain while
+		// the producers still push with the old one.
+		next := start(n)
+		stop := make(chan struct{})
+		oldDone, nextDone := drainWhile(old, stop), drainWhile(next, stop)
+		push(old, fmt.Sprintf("p%da", phase+1))
+		// 2. Then the producers: their users may land on other shards.
+		push(next, fmt.Sprintf("p%db", phase+1))
+		close(stop)
+		require.NoError(t, <-oldDone)
+		require.NoError(t, <-nextDone)
+		old = next
+	}
+	names, err := old.Names()
+	require.NoError(t, err)
+	d, err := old.Drainer(ctx, names)
+	require.NoError(t, err)
+	sum, err := d.DrainUntilEmpty(ctx, time.Minute)
+	require.NoError(t, err)
+	require.False(t, sum.Backlog)
+
+	lens, err := buffer.Lens(ctx, stack.Redis, stack.Prefix, 0, 4)
+	require.NoError(t, err)
+	require.Equal(t, make([]int64, 4), lens, "no shard strands an entry")
+	p, err := old.Producer()
+	require.NoError(t, err)
+	got, err := p.UniqueCounts(ctx)
+	require.NoError(t, err)
+	phases := 1 + 2*(len(counts)-1) // p0, then pNa and pNb
+	require.Len(t, got, 1+phases, "opened and one name a phase")
+	for _, c := range got {
+		require.EqualValues(t, len(users), c.UniqueUsers, c.EventName)
+	}
+	var rows int64
+	require.NoError(t, stack.Pool.QueryRow(ctx, "SELECT count(*) FROM unique_user_events").Scan(&rows))
+	require.EqualValues(t, len(users)*(1+phases), rows)
+	snap, err := old.Pipeline.Snapshot(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, entries, snap.Delivered, "each entry delivered once, read with 1 shard")
+	require.Zero(t, snap.QueueDepth)
+	for shard := range 4 {
+		delivered, err := stack.Redis.HGet(ctx, rediskey.MetricsTotals(stack.Prefix, shard), "delivered").Int64()
+		require.NoError(t, err)
+		require.Positive(t, delivered, "shard %d was used and drained", shard)
+	}
 }
