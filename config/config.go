@@ -63,7 +63,7 @@ type Redis struct {
 	// PushWaitReplicas is how many replicas must acknowledge each push
 	// (LPUSH, then WAIT on the same connection) before it succeeds; 0
 	// does not wait.
-	PushWaitReplicas int `env:"UUM_PUSH_WAIT_REPLICAS" envDefault:"0" keepzero:"true" desc:"Replicas that must acknowledge every push (LPUSH, then WAIT) before it succeeds, so that it survives a failover to one of them; 0 does not wait. WAIT's timeout is half of what is left of the push's time limit (UUM_PUSH_TIMEOUT)."`
+	PushWaitReplicas int `env:"UUM_PUSH_WAIT_REPLICAS" envDefault:"0" keepzero:"true" desc:"Replicas that must acknowledge every push (LPUSH, then WAIT) before it succeeds, so that it survives a failover to one of them; 0 does not wait. WAIT's timeout is half of what is left of the push's time limit."`
 }
 
 // Database configures the Postgres that stores unique events.
