@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrClosed is returned by Coalescer.Push after Close.
@@ -88,6 +90,7 @@ const (
 
 type pushReq struct {
 	ctx     context.Context
+	list    *List // the list the entries go to
 	entries [][]byte
 	bytes   int
 	state   reqState
@@ -111,13 +114,19 @@ func NewCoalescer(l *List, cfg CoalescerConfig) *Coalescer {
 // flush gets the error, wrapping ErrMaybeBuffered when the LPUSH may have
 // run (its reply was lost or came too late).
 func (c *Coalescer) Push(ctx context.Context, entries [][]byte) error {
+	return c.pushTo(ctx, c.list, entries)
+}
+
+// pushTo is Push to list l, which shares the Coalescer's Redis client
+// (Sharded: every shard's pushes share the flushes).
+func (c *Coalescer) pushTo(ctx context.Context, l *List, entries [][]byte) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
 		return pushErr(len(entries), err)
 	}
-	req := &pushReq{ctx: ctx, entries: entries, done: make(chan error, 1)}
+	req := &pushReq{ctx: ctx, list: l, entries: entries, done: make(chan error, 1)}
 	for _, e := range entries {
 		req.bytes += len(e)
 	}
@@ -239,35 +248,84 @@ func (c *Coalescer) run(batch []*pushReq) {
 	}
 }
 
-// flush sends batch in one LPUSH and answers every push in it with the
-// result.
+// flush sends batch, one LPUSH per list it holds pushes for, and answers
+// every push with its LPUSH's result. The LPUSHes of several lists go in
+// one pipeline, one round trip (go-redis splits it by node on a cluster),
+// unless the lists wait for replicas: WAIT must follow its own LPUSH on
+// one connection, so those go one list after another.
 func (c *Coalescer) flush(batch []*pushReq) {
-	n := 0
+	groups := byList(batch)
+	deadline := c.deadline(batch)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	errs := make([]error, len(groups))
+	if len(groups) == 1 || groups[0].list.replicas > 0 {
+		for i, g := range groups {
+			errs[i] = g.list.lpush(ctx, g.args())
+		}
+	} else {
+		cmds := make([]*redis.IntCmd, len(groups))
+		_, _ = groups[0].list.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, g := range groups {
+				cmds[i] = p.LPush(ctx, g.list.key, g.args()...)
+			}
+			return nil
+		})
+		for i, cmd := range cmds {
+			errs[i] = cmd.Err() // each command's own: one list's refusal fails only its pushes
+		}
+	}
+	cancel()
+	for i, g := range groups {
+		err := errs[i]
+		// The connection's deadline is the context's, and its i/o timeout
+		// can come first: callers match context.DeadlineExceeded.
+		if err != nil && !time.Now().Before(deadline) && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+		for _, r := range g.reqs {
+			if err != nil {
+				r.done <- pushFailed(len(r.entries), err)
+			} else {
+				r.done <- nil
+			}
+		}
+	}
+}
+
+// listPushes are the pushes of a flush to one list, in queue order.
+type listPushes struct {
+	list *List
+	reqs []*pushReq
+}
+
+// byList groups batch by list, lists in the order of their first push.
+func byList(batch []*pushReq) []listPushes {
+	var groups []listPushes
 	for _, r := range batch {
+		i := slices.IndexFunc(groups, func(g listPushes) bool { return g.list == r.list })
+		if i < 0 {
+			i = len(groups)
+			groups = append(groups, listPushes{list: r.list})
+		}
+		groups[i].reqs = append(groups[i].reqs, r)
+	}
+	return groups
+}
+
+// args returns the LPUSH arguments of g's pushes: each push's entries
+// next to each other, in order.
+func (g listPushes) args() []any {
+	n := 0
+	for _, r := range g.reqs {
 		n += len(r.entries)
 	}
 	args := make([]any, 0, n)
-	for _, r := range batch {
+	for _, r := range g.reqs {
 		for _, e := range r.entries {
 			args = append(args, e)
 		}
 	}
-	deadline := c.deadline(batch)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	err := c.list.lpush(ctx, args)
-	cancel()
-	// The connection's deadline is the context's, and its i/o timeout
-	// can come first: callers match context.DeadlineExceeded.
-	if err != nil && !time.Now().Before(deadline) && !errors.Is(err, context.DeadlineExceeded) {
-		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
-	}
-	for _, r := range batch {
-		if err != nil {
-			r.done <- pushFailed(len(r.entries), err)
-		} else {
-			r.done <- nil
-		}
-	}
+	return args
 }
 
 // deadline bounds a flush by Timeout and, when every push in it has a

@@ -336,23 +336,37 @@ func noError(t *testing.T, err error) {
 // given. It returns each call's error.
 func pushBehindAFlush(t *testing.T, rdb *redis.Client, l *buffer.List, cfg buffer.CoalescerConfig, callers, size int, results ...error) []error {
 	t.Helper()
-	g := gateLPUSH(rdb)
 	c := buffer.NewCoalescer(l, cfg)
-	errs := make([]error, callers)
-	push := func(k int) {
-		entries := make([][]byte, size)
-		for i := range entries {
-			entries[i] = entry(k, 0, i)
-		}
-		errs[k] = c.Push(context.Background(), entries)
+	defer c.Close()
+	return pushBehindGate(t, rdb, callers, c.Queued, func(k int) error {
+		return c.Push(context.Background(), callEntries(k, size))
+	}, results...)
+}
+
+// callEntries returns the size entries of call k.
+func callEntries(k, size int) [][]byte {
+	entries := make([][]byte, size)
+	for i := range entries {
+		entries[i] = entry(k, 0, i)
 	}
+	return entries
+}
+
+// pushBehindGate makes call 0 and holds its LPUSH until calls 1..callers-1
+// are queued behind it (queued() says how many are), then lets the
+// LPUSHes through one by one, failing the i-th unsent with results[i]
+// when given, and returns each call's error.
+func pushBehindGate(t *testing.T, rdb *redis.Client, callers int, queued func() int, push func(k int) error, results ...error) []error {
+	t.Helper()
+	g := gateLPUSH(rdb)
+	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	wg.Go(func() { push(0) })
+	wg.Go(func() { errs[0] = push(0) })
 	<-g.entered
 	for k := 1; k < callers; k++ {
-		wg.Go(func() { push(k) })
+		wg.Go(func() { errs[k] = push(k) })
 	}
-	require.Eventually(t, func() bool { return c.Queued() == callers-1 }, time.Minute, time.Millisecond)
+	require.Eventually(t, func() bool { return queued() == callers-1 }, time.Minute, time.Millisecond)
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
@@ -366,7 +380,6 @@ func pushBehindAFlush(t *testing.T, rdb *redis.Client, l *buffer.List, cfg buffe
 		select {
 		case g.release <- res:
 		case <-done:
-			c.Close()
 			return errs
 		}
 	}

@@ -6,3 +6,6 @@ func (c *Coalescer) Queued() int {
 	defer c.mu.Unlock()
 	return len(c.queue)
 }
+
+// Queued returns how many pushes wait in the queue, not yet in a flush.
+func (s *Sharded) Queued() int { return s.c.Queued() }

@@ -597,7 +597,7 @@ func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSpl
 
 // BenchmarkLogEventsShards is how fast one process buffers through the
 // request path's client (App.Producer, as cmd/api wires it: one
-// Coalescer per shard) with 1 and 8 buffer shards, interleaved in each
+// Coalescer whose flushes serve every shard) with 1 and 8 buffer shards, interleaved in each
 // round: 50 callers in a closed loop, each call one event of one of
 // 20,000 users (so the users spread over the shards). Per configuration
 // it prints events/s, the calls' p50 and p99, and the producer's Go CPU
