@@ -74,6 +74,8 @@ func TestCountersFile(t *testing.T) {
 		require.Contains(t, logs, "active_connections (persistent) on account.connected +1, account.disconnected -1")
 
 		require.NoError(t, drainer(b, exampleCounters(t)).CheckCounters(ctx), "the same file starts")
+		require.Equal(t, 1, strings.Count(b.logs.String(), "counters recorded"),
+			"only the drainer that recorded the file says so")
 	})
 
 	t.Run("DifferentFileRefusesToStart", func(t *testing.T) {

@@ -122,9 +122,10 @@ func (s *Store) RecordedCounters(ctx context.Context) (rec CountersRecord, ok bo
 
 // AdoptCounters records rec if no counters were ever recorded (the first
 // drainer of a deployment, or the first after an upgrade), and returns the
-// record in force and whether it is rec.
+// record in force and whether this call recorded it: a later drainer with
+// the same file gets false, so only the first one says it recorded them.
 func (s *Store) AdoptCounters(ctx context.Context, rec CountersRecord) (CountersRecord, bool, error) {
-	_, err := s.pool.Exec(ctx, `
+	tag, err := s.pool.Exec(ctx, `
 		UPDATE uum_instance
 		SET counters_fingerprint = $1, counters_names = $2, counters_recorded_at = now(), counters_recorded_by = $3
 		WHERE counters_fingerprint IS NULL`, rec.Fingerprint, rec.Counters, rec.RecordedBy)
@@ -132,7 +133,7 @@ func (s *Store) AdoptCounters(ctx context.Context, rec CountersRecord) (Counters
 		return CountersRecord{}, false, fmt.Errorf("adopt counters: %w", interpret(err))
 	}
 	cur, _, err := s.RecordedCounters(ctx)
-	return cur, err == nil && cur.Fingerprint == rec.Fingerprint, err
+	return cur, err == nil && tag.RowsAffected() == 1, err
 }
 
 // AcceptCounters records rec whatever was recorded before, which it

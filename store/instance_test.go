@@ -106,6 +106,11 @@ func TestCountersRecord(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, adopted)
 		require.Equal(t, x.Fingerprint, cur.Fingerprint)
+
+		cur, adopted, err = b.store.AdoptCounters(ctx, x)
+		require.NoError(t, err)
+		require.False(t, adopted, "the same file again records nothing")
+		require.Equal(t, x.Fingerprint, cur.Fingerprint)
 	})
 
 	t.Run("AcceptReplacesAndReturnsThePrevious", func(t *testing.T) {
