@@ -29,13 +29,15 @@ import (
 // later layouts met the checkpoints the earlier ones' WAL caused, and
 // differences of 30 % were order, not layout.
 //
-// It reports pairs/s into the empty tables. With UUM_BENCH_PAIR_ROWS (a
-// list of sizes, e.g. 20000000; opt-in, the load takes minutes) it grows
-// the same tables to each size as the drain would (dbtest.GrowPairs: key in
-// place, random key order) and reports, at each size, pairs/s, that as a
-// percentage of the empty-table figure, and the bytes a row takes (heap
-// and key, over the rows); at the last size, what a VACUUM and a REINDEX
-// of one partition cost against the whole table, in ms.
+// It reports pairs/s into the empty tables, and the WAL the server wrote
+// during the commits, per pair (other sessions' WAL included: exact only
+// on a server of its own). With UUM_BENCH_PAIR_ROWS (a list of sizes, e.g.
+// 20000000; opt-in, the load takes minutes) it grows the same tables to
+// each size as the drain would (dbtest.GrowPairs: key in place, random key
+// order) and reports, at each size, the same, pairs/s as a percentage of
+// the empty-table figure, and the bytes a row takes (heap and key, over
+// the rows); at the last size, what a VACUUM and a REINDEX of one
+// partition cost against the whole table, in ms.
 // UUM_BENCH_BATCHES (default 200) is the batches per layout and size.
 func BenchmarkPairTable(b *testing.B) {
 	sizes, err := intList("UUM_BENCH_PAIR_ROWS", "0")
@@ -117,6 +119,7 @@ func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
 	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
 	const batch = 1000
 	spent := make([]time.Duration, len(layouts))
+	wal := make([]float64, len(layouts)) // bytes of WAL written during the commits
 	pairs := make([]uum.Pair, batch)
 	for round := range batches {
 		for k := range layouts {
@@ -124,12 +127,21 @@ func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
 			for j := range pairs {
 				pairs[j] = uum.Pair{UserID: uum.NewUUID(), Name: names[j%len(names)]}
 			}
+			var lsn string
+			if err := layouts[i].pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
+				b.Fatal(err)
+			}
 			start := time.Now()
 			res, err := dbtest.Commit(ctx, layouts[i].st, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
 			spent[i] += time.Since(start)
 			if err != nil {
 				b.Fatal(err)
 			}
+			var written float64
+			if err := layouts[i].pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn).Scan(&written); err != nil {
+				b.Fatal(err)
+			}
+			wal[i] += written
 			if len(res.Inserted) != batch {
 				b.Fatalf("%s: inserted %d pairs, want %d", layouts[i].name, len(res.Inserted), batch)
 			}
@@ -139,6 +151,7 @@ func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
 	for i, l := range layouts {
 		rate := float64(batch*batches) / spent[i].Seconds()
 		b.ReportMetric(rate, "pairs/s-"+at+"-"+l.name)
+		b.ReportMetric(wal[i]/float64(batch*batches), "WAL-B/pair-"+at+"-"+l.name)
 		if size == 0 {
 			l.empty = rate
 			continue
@@ -147,8 +160,8 @@ func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
 		heap, key := l.bytesPerRow(b)
 		b.ReportMetric(heap+key, "B/row-"+at+"-"+l.name)
 		b.ReportMetric(key, "key-B/row-"+at+"-"+l.name)
-		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty), %.1f B/row (heap %.1f, key %.1f)",
-			l.name, at, rate, 100*rate/l.empty, heap+key, heap, key)
+		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty), %.1f B/row (heap %.1f, key %.1f), %.0f B of WAL a pair",
+			l.name, at, rate, 100*rate/l.empty, heap+key, heap, key, wal[i]/float64(batch*batches))
 	}
 }
 
