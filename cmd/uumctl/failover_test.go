@@ -109,7 +109,7 @@ func failover(t *testing.T, url, dir string, admin *redis.ClusterClient, wait in
 				default:
 				}
 				u := uum.NewUUID()
-				pctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
 				err := list.Push(pctx, [][]byte{uum.Event{UserID: u, Name: "failover"}.MarshalWire(time.Now())})
 				cancel()
 				mu.Lock()
