@@ -25,6 +25,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/console"
+	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
@@ -332,9 +333,217 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.requireClean(t, s.base)
 	})
 
+	t.Run("ShardedOverview", func(t *testing.T) {
+		testShardedOverview(t, br, shots)
+	})
+
+	requireNoTokens(t, b)
+}
+
+// requireNoTokens fails if a token reached the API's logs.
+func requireNoTokens(t *testing.T, b *testBundle) {
+	t.Helper()
 	for _, tok := range []string{adminToken, readToken} {
 		require.NotContains(t, b.logs.String(), tok, "no token in the API's logs")
 	}
+}
+
+// A drain lease holder that tries to run script and to reverse the text
+// after it, and how the console shows it.
+const (
+	hostileHolder      = "<img src=x onerror=\"window.__pwned=4\">\u202e:1"
+	hostileHolderShown = `<img src=x onerror="window.__pwned=4">\u202e:1`
+)
+
+// shardStatus is what the sharded overview is compared with in GET
+// /v1/status.
+type shardStatus struct {
+	QueueDepth      int64   `json:"queue_depth"`
+	QueueLagSeconds float64 `json:"queue_lag_seconds"`
+	LeasesHeld      int     `json:"leases_held"`
+	Shards          []struct {
+		pipemetrics.ShardState
+		Lease *struct {
+			Holder string `json:"holder"`
+			Stale  bool   `json:"stale"`
+		} `json:"lease"`
+	} `json:"shards"`
+}
+
+// shardRow is a row of the overview's shard table, as the page shows it.
+type shardRow struct {
+	Shard, Depth, Lag, Holder, Lease, Run string
+}
+
+// testShardedOverview runs the console against an API with four buffer
+// shards (seedShards): the shard table shows each shard's depth, oldest
+// entry and lease as /v1/status says, its totals are their sum and the
+// oldest, the hostile holder is text, and a released lease shows as free.
+func testShardedOverview(t *testing.T, br *browser, shots string) {
+	b := setup(t)
+	b.Env["UUM_API_TOKENS"] += ",admin:" + adminToken
+	b.Env["UUM_BUFFER_SHARDS"] = "4"
+	b.Env["UUM_DRAIN_LEASE_TTL"] = "120s"
+	lease := seedShards(t, b)
+	s := b.start(t)
+	status := func() shardStatus {
+		t.Helper()
+		var st shardStatus
+		code, body := b.do(t, http.MethodGet, s.base+"/v1/status", adminToken, "")
+		require.Equal(t, http.StatusOK, code, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &st))
+		return st
+	}
+	tab := br.open(t)
+	tab.signIn(t, s.base, adminToken)
+	tab.waitFor(t, `document.querySelectorAll('.shards-card:not([hidden]) tr[data-shard]').length === 5
+		&& document.querySelector('[data-metric=queue_depth]').textContent !== '–'`)
+
+	// The lags grow with time: the page's lie between a status read before
+	// its render and one read after.
+	tab.eval(t, `window.__renders = 0;
+		new MutationObserver(() => window.__renders++).observe(document.querySelector('.live-text'), {childList: true, subtree: true, characterData: true})`)
+	before := status()
+	tab.waitFor(t, `window.__renders >= 2`) // the second refresh began after the status was read
+	var rows []shardRow
+	require.NoError(t, json.Unmarshal([]byte(tab.text(t, ``, `JSON.stringify([...document.querySelectorAll('.shards-card tr[data-shard]')].map((r) => {
+		const m = (k) => r.querySelector('[data-metric=' + k + ']')?.textContent ?? '';
+		return {Shard: r.dataset.shard, Depth: m('shard_depth'), Lag: m('shard_lag'), Holder: m('shard_holder'), Lease: m('shard_lease'), Run: r.lastElementChild.textContent};
+	}))`)), &rows))
+	after := status()
+
+	// The status is what was seeded.
+	require.Len(t, after.Shards, 4)
+	require.Equal(t, []int64{3, 0, 7, 2}, []int64{after.Shards[0].QueueDepth, after.Shards[1].QueueDepth, after.Shards[2].QueueDepth, after.Shards[3].QueueDepth})
+	require.Equal(t, int64(12), after.QueueDepth)
+	require.Equal(t, 2, after.LeasesHeld)
+	require.False(t, after.Shards[2].Lease.Stale)
+	require.True(t, after.Shards[3].Lease.Stale)
+	require.Equal(t, hostileHolder, after.Shards[3].Lease.Holder)
+	require.Equal(t, 5, after.Shards[1].LastRun.Drained)
+
+	// Each shard's row is its status.
+	require.Len(t, rows, 5)
+	var depths int64
+	oldest := rows[0]
+	for i, sh := range after.Shards {
+		r := rows[i]
+		require.Equal(t, strconv.Itoa(sh.Shard), r.Shard)
+		require.Equal(t, sh.QueueDepth, parseNumber(t, r.Depth), "shard %d depth", i)
+		requireLagBetween(t, r.Lag, before.Shards[i].QueueLagSeconds, sh.QueueLagSeconds)
+		holder, flag := "free", ""
+		if l := sh.Lease; l != nil {
+			holder, flag = strings.ReplaceAll(l.Holder, "\u202e", `\u202e`), "draining"
+			if l.Stale {
+				flag = "holder dead?"
+			}
+		}
+		require.Equal(t, holder, r.Holder, "shard %d holder", i)
+		require.Equal(t, flag, r.Lease, "shard %d lease", i)
+		depths += parseNumber(t, r.Depth)
+		if parseDuration(t, r.Lag) > parseDuration(t, oldest.Lag) {
+			oldest = r
+		}
+	}
+	require.Equal(t, hostileHolderShown, rows[3].Holder)
+	require.Contains(t, rows[1].Run, "drained 5")
+	require.Equal(t, "none yet", rows[0].Run)
+
+	// The totals: the depths' sum, the oldest shard's lag, the leases held.
+	total := rows[4]
+	require.Equal(t, "all", total.Shard)
+	require.Equal(t, after.QueueDepth, parseNumber(t, total.Depth))
+	require.Equal(t, depths, parseNumber(t, total.Depth))
+	require.Equal(t, "2", oldest.Shard)
+	require.Equal(t, oldest.Lag, total.Lag, "the total lag is the oldest shard's")
+	requireLagBetween(t, total.Lag, before.QueueLagSeconds, after.QueueLagSeconds)
+	require.Equal(t, fmt.Sprintf("%d of 4 held", after.LeasesHeld), total.Holder)
+	require.Equal(t, after.QueueDepth, tab.number(t, `[data-metric=queue_depth]`), "the depth tile adds the shards up")
+	require.Equal(t, "2 of 4 shards", tab.text(t, `[data-metric=lease]`))
+	require.Equal(t, "holder dead?", tab.text(t, `[data-tile=lease] .flag`))
+	require.Equal(t, fmt.Sprintf("held by %s, %s · deepest: shard 2, 7 waiting · not renewed: shard 3", after.Shards[2].Lease.Holder, hostileHolderShown),
+		tab.text(t, `[data-tile=lease] .tile-note`))
+	require.Equal(t, "undefined", tab.text(t, ``, `typeof window.__pwned`), "no hostile script ran")
+	require.Equal(t, "0", tab.text(t, ``, `String(document.querySelectorAll('#page img').length)`), "no hostile element was made")
+	tab.screenshot(t, shots, "overview-shards")
+
+	// A released lease shows as free.
+	require.NoError(t, lease.Release(t.Context()))
+	tab.waitFor(t, `document.querySelector('tr[data-shard="2"] [data-metric=shard_holder]').textContent === 'free'
+		&& document.querySelector('tr[data-shard="all"] [data-metric=shard_holder]').textContent === '1 of 4 held'`)
+	tab.requireClean(t, s.base)
+	requireNoTokens(t, b)
+}
+
+// seedShards buffers entries on three of four shards (users routed as
+// the API routes them), drains shard 1 for real, and holds two leases:
+// shard 2's through buffer's API, renewed (returned), and shard 3's by a
+// hostile holder that stopped renewing it 90 s ago.
+func seedShards(t *testing.T, b *testBundle) *buffer.Lease {
+	t.Helper()
+	ctx := t.Context()
+	const shards = 4
+	now := time.Now()
+	push := func(shard, n int, oldest time.Duration) {
+		var entries [][]byte
+		for i := range n {
+			u := uum.NewUUID()
+			for buffer.ShardOf(u[:], shards) != shard {
+				u = uum.NewUUID()
+			}
+			entries = append(entries, uum.Event{UserID: u, Name: "login"}.MarshalWire(now.Add(-oldest+time.Duration(i)*time.Second)))
+		}
+		require.NoError(t, buffer.New(b.Redis, b.Prefix, shard).Push(ctx, entries))
+	}
+	push(0, 3, 40*time.Second)
+	push(1, 5, time.Minute)
+	push(2, 7, 5*time.Minute)
+	push(3, 2, 90*time.Second)
+
+	st := store.New(b.Pool)
+	pm := pipemetrics.New(b.Redis, b.Prefix, st).WithShards(shards)
+	cfg := config.Processor{BatchSize: 100, MaxIterations: 10, MaxQueueDepth: 100000, LeaseTTL: 10 * time.Second}
+	sum, err := processor.NewDrainer(cfg, buffer.New(b.Redis, b.Prefix, 1), seencache.New(b.Redis, b.Prefix, time.Hour, st), st, nil, nil,
+		processor.WithRunRecorder(pm.Runs(1))).Drain(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, sum.EventsProcessed)
+
+	lease, err := buffer.New(b.Redis, b.Prefix, 2).Acquire(ctx, 120*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lease.Release(context.WithoutCancel(ctx)) })
+	token := fmt.Sprintf("0123456789abcdef/%d/%s", now.Add(-90*time.Second).UnixMilli(), hostileHolder)
+	require.NoError(t, b.Redis.Set(ctx, rediskey.Lease(b.Prefix, 3), token, 30*time.Second).Err())
+	return lease
+}
+
+// requireLagBetween checks a lag the page shows (fmt.duration's text)
+// lies between lo and hi seconds, give or take its rounding (to 0.1 s,
+// or down to whole seconds past a minute).
+func requireLagBetween(t *testing.T, shown string, lo, hi float64) {
+	t.Helper()
+	lag := parseDuration(t, shown)
+	require.GreaterOrEqual(t, lag, lo-1, "lag %q", shown)
+	require.LessOrEqual(t, lag, hi+0.05, "lag %q", shown)
+}
+
+// durationUnits are the units of the console's fmt.duration.
+var durationUnits = map[string]float64{"ms": 0.001, "s": 1, "min": 60, "h": 3600, "d": 86400}
+
+// parseDuration reads fmt.duration's text ("850 ms", "12.3 s", "4 min
+// 5 s") as seconds.
+func parseDuration(t *testing.T, s string) float64 {
+	t.Helper()
+	f := strings.Fields(s)
+	require.True(t, len(f) > 0 && len(f)%2 == 0, "a duration: %q", s)
+	var sec float64
+	for i := 0; i < len(f); i += 2 {
+		v, err := strconv.ParseFloat(strings.ReplaceAll(f[i], ",", ""), 64)
+		require.NoError(t, err, s)
+		unit, ok := durationUnits[f[i+1]]
+		require.True(t, ok, "a duration: %q", s)
+		sec += v * unit
+	}
+	return sec
 }
 
 // consoleFixture is what the console test seeded.
@@ -684,9 +893,15 @@ var digitGroups = regexp.MustCompile(`^-?[0-9][0-9,]*$`)
 // number reads a whole number the page shows ("1,234" is 1234).
 func (tb *tab) number(t *testing.T, sel string, expr ...string) int64 {
 	t.Helper()
-	s := strings.Fields(tb.text(t, sel, expr...))
-	require.NotEmpty(t, s, sel)
-	require.Regexp(t, digitGroups, s[0], sel)
+	return parseNumber(t, tb.text(t, sel, expr...))
+}
+
+// parseNumber reads the whole number text starts with ("1,234 …" is 1234).
+func parseNumber(t *testing.T, text string) int64 {
+	t.Helper()
+	s := strings.Fields(text)
+	require.NotEmpty(t, s, text)
+	require.Regexp(t, digitGroups, s[0], text)
 	n, err := strconv.ParseInt(strings.ReplaceAll(s[0], ",", ""), 10, 64)
 	require.NoError(t, err)
 	return n

@@ -3,7 +3,7 @@
 import { api } from './api.js';
 import { h, clear } from './dom.js';
 import { draw, colors } from './charts.js';
-import { pageHeader, toast } from './ui.js';
+import { pageHeader, table, toast } from './ui.js';
 import * as fmt from './fmt.js';
 
 const REFRESH_MS = 3000;
@@ -36,6 +36,32 @@ function minutes(history, now) {
   return { xs, at: (i) => byMinute.get(xs[i] / 60) || null };
 }
 
+// holderName is a lease's holder as text: control and direction
+// characters escaped, so a hostile host name cannot spoof what follows it.
+function holderName(l) {
+  return l.holder ? fmt.escapeText(l.holder) : 'an older drainer';
+}
+
+// shardLease is a shard's lease cell: free, or its holder, how long it has
+// held the lease and whether it still renews it.
+function shardLease(l) {
+  if (!l) return h('span', { class: 'muted', dataset: { metric: 'shard_holder' }, text: 'free' });
+  const held = l.age_seconds === null ? 'held for an unknown time' : `held for ${fmt.duration(l.age_seconds)}`;
+  return h('div', { class: 'shard-lease' },
+    h('span', { class: 'mono', dataset: { metric: 'shard_holder' }, text: holderName(l) }), ' ',
+    h('span', { class: `flag flag-${l.stale ? 'danger' : 'ok'}`, dataset: { metric: 'shard_lease' }, text: l.stale ? 'holder dead?' : 'draining' }),
+    h('div', { class: 'muted', text: `${held}, renewed ${fmt.duration(l.renewed_seconds_ago)} ago` }));
+}
+
+// shardRun is a shard's last run: when, what it drained, whether it failed
+// (why in its title).
+function shardRun(r, now) {
+  if (!r) return h('span', { class: 'muted', text: 'none yet' });
+  return h('span', { title: r.error || fmt.utc(r.finished_at) },
+    `${fmt.ago(r.finished_at, now)} · drained ${fmt.int(r.entries_drained)}`,
+    r.error ? [' ', h('span', { class: 'flag flag-danger', text: 'failed' })] : null);
+}
+
 function series(m, f) {
   return m.xs.map((_, i) => { const p = m.at(i); return p ? f(p) : null; });
 }
@@ -55,10 +81,14 @@ export function mount(el) {
   t.latency.value.classList.add('pcts');
   const err = h('div');
   const totals = h('div', { class: 'totals' });
+  const shardList = h('div');
+  const shardsCard = h('section', { class: 'card shards-card', hidden: true },
+    h('h2', { class: 'card-title', text: 'Buffer shards' }), shardList);
   clear(el,
     pageHeader('Overview', 'The pipeline now, refreshed every 3 seconds while this tab is visible.', live),
     err,
     h('div', { class: 'tiles' }, Object.values(t).map((x) => x.el)),
+    shardsCard,
     h('section', { class: 'card totals-card' }, h('h2', { class: 'card-title', text: 'Since the buffer was created' }), totals));
 
   let timer = null, stopped = false, failing = false;
@@ -125,6 +155,7 @@ export function mount(el) {
     spark(t.lease, [series(m, (x) => x.lease_age_seconds ?? 0)], [{ label: 'held for', color: colors.second }]);
 
     renderRuns(st, now);
+    renderShards(st, now);
     const drained = series(m, (x) => x.total_events);
     spark(t.runs, [drained.map((v, i) => (v === null || i === 0 || drained[i - 1] === null ? null : Math.max(v - drained[i - 1], 0)))],
       [{ label: 'drained', bars: true }]);
@@ -154,7 +185,7 @@ export function mount(el) {
       setFlag(t.lease, '');
       return;
     }
-    t.lease.value.textContent = l.holder || 'an older drainer';
+    t.lease.value.textContent = holderName(l);
     const held = l.age_seconds === null ? 'held for an unknown time' : `held for ${fmt.duration(l.age_seconds)}`;
     t.lease.note.textContent = l.stale
       ? `${held}, not renewed for ${fmt.duration(l.renewed_seconds_ago)}: the holder is probably dead; the lease frees itself in ${fmt.duration(l.ttl_left_seconds)}`
@@ -167,7 +198,7 @@ export function mount(el) {
   function renderShardLeases(shards) {
     const held = shards.filter((sh) => sh.lease);
     const stale = held.filter((sh) => sh.lease.stale);
-    const holders = [...new Set(held.map((sh) => sh.lease.holder || 'an older drainer'))];
+    const holders = [...new Set(held.map((sh) => holderName(sh.lease)))];
     t.lease.value.textContent = `${held.length} of ${shards.length} shards`;
     const deepest = shards.reduce((a, b) => (b.queue_depth > a.queue_depth ? b : a));
     const parts = [holders.length ? `held by ${holders.join(', ')}` : 'no drain is running'];
@@ -175,6 +206,25 @@ export function mount(el) {
     if (stale.length) parts.push(`not renewed: shard ${stale.map((sh) => sh.shard).join(', ')}`);
     t.lease.note.textContent = parts.join(' · ');
     setFlag(t.lease, stale.length ? 'holder dead?' : held.length ? 'draining' : '', stale.length ? 'danger' : 'ok');
+  }
+
+  // renderShards lists a sharded buffer's shards (hidden for one): each
+  // shard's depth, oldest entry, lease and last run, then their totals.
+  function renderShards(st, now) {
+    const shards = st.shards || [];
+    shardsCard.hidden = shards.length < 2;
+    if (shardsCard.hidden) return;
+    const row = (depth, lag, lease, run) => [
+      h('span', { dataset: { metric: 'shard_depth' }, text: fmt.int(depth) }),
+      h('span', { dataset: { metric: 'shard_lag' }, text: fmt.duration(lag) }),
+      lease, run];
+    const rows = shards.map((sh) => [String(sh.shard), ...row(sh.queue_depth, sh.queue_lag_seconds, shardLease(sh.lease), shardRun(sh.last_run, now))]);
+    rows.push(['All', ...row(st.queue_depth, st.queue_lag_seconds,
+      h('span', { dataset: { metric: 'shard_holder' }, text: `${fmt.int(st.leases_held)} of ${fmt.int(shards.length)} held` }),
+      shardRun(st.last_run, now))]);
+    clear(shardList, table(
+      [{ label: 'Shard', class: 'num' }, { label: 'Waiting', class: 'num' }, { label: 'Oldest entry', class: 'num' }, { label: 'Drain lease' }, { label: 'Last run' }],
+      rows, { rowAttrs: (i) => (i < shards.length ? { dataset: { shard: shards[i].shard } } : { class: 'total-row', dataset: { shard: 'all' } }) }));
   }
 
   function renderRuns(st, now) {
