@@ -383,7 +383,9 @@ func testShardedOverview(t *testing.T, br *browser, shots string) {
 	b := setup(t)
 	b.Env["UUM_API_TOKENS"] += ",admin:" + adminToken
 	b.Env["UUM_BUFFER_SHARDS"] = "4"
-	b.Env["UUM_DRAIN_LEASE_TTL"] = "120s"
+	// Long enough that the stale lease seedShards leaves outlives a slow
+	// run of the test.
+	b.Env["UUM_DRAIN_LEASE_TTL"] = "10m"
 	lease := seedShards(t, b)
 	s := b.start(t)
 	status := func() shardStatus {
@@ -478,7 +480,8 @@ func testShardedOverview(t *testing.T, br *browser, shots string) {
 // seedShards buffers entries on three of four shards (users routed as
 // the API routes them), drains shard 1 for real, and holds two leases:
 // shard 2's through buffer's API, renewed (returned), and shard 3's by a
-// hostile holder that stopped renewing it 90 s ago.
+// hostile holder that stopped renewing it 6 minutes ago (the API is told
+// the drainers renew a 10-minute lease: UUM_DRAIN_LEASE_TTL).
 func seedShards(t *testing.T, b *testBundle) *buffer.Lease {
 	t.Helper()
 	ctx := t.Context()
@@ -508,11 +511,11 @@ func seedShards(t *testing.T, b *testBundle) *buffer.Lease {
 	require.NoError(t, err)
 	require.Equal(t, 5, sum.EventsProcessed)
 
-	lease, err := buffer.New(b.Redis, b.Prefix, 2).Acquire(ctx, 120*time.Second)
+	lease, err := buffer.New(b.Redis, b.Prefix, 2).Acquire(ctx, 10*time.Minute)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lease.Release(context.WithoutCancel(ctx)) })
-	token := fmt.Sprintf("0123456789abcdef/%d/%s", now.Add(-90*time.Second).UnixMilli(), hostileHolder)
-	require.NoError(t, b.Redis.Set(ctx, rediskey.Lease(b.Prefix, 3), token, 30*time.Second).Err())
+	token := fmt.Sprintf("0123456789abcdef/%d/%s", now.Add(-6*time.Minute).UnixMilli(), hostileHolder)
+	require.NoError(t, b.Redis.Set(ctx, rediskey.Lease(b.Prefix, 3), token, 4*time.Minute).Err())
 	return lease
 }
 
