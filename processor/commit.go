@@ -204,22 +204,30 @@ type result struct {
 // seen-cache's drain sequence.
 //
 // The steps run in this order, which is the lock order every drain
-// commit takes, so that two drainers (a resumed one and the lease holder)
-// can wait for each other but never deadlock:
+// commit takes, so that drainers (of other shards, or a resumed one and
+// the lease holder) can wait for each other but never deadlock:
 //
-//  1. the uum_instance row (AdvanceDrain: the drain sequence, checked
-//     against the seen-cache's and the counters fingerprint);
-//  2. the event-name dictionary (RegisterNames), in name order;
-//  3. the pairs and their totals, days and hours (InsertPairs), sorted;
-//  4. the dead letters (InsertDeadLetters), by correlation id;
-//  5. the event-id registry and its audit (RegisterEvents), by id;
-//  6. then, computed here from the fresh events (project, no SQL), the
+//  1. the event-name dictionary (RegisterNames), in name order;
+//  2. the pairs and their totals, days and hours (InsertPairs), sorted;
+//  3. the dead letters (InsertDeadLetters), by correlation id;
+//  4. the event-id registry and its audit (RegisterEvents), by id;
+//  5. then, computed here from the fresh events (project, no SQL), the
 //     transition-safe counters' entity states (LockEntityStates, in key
 //     order, before any counter row), settled here (no SQL);
-//  7. the counter rows (ApplyCounters), the entity states written back
-//     (WriteEntityStates: rows locked in 6), the minute buckets
+//  6. the counter rows (ApplyCounters), the entity states written back
+//     (WriteEntityStates: rows locked in 5), the minute buckets
 //     (ApplyBuckets), each in key order;
-//  8. the counters' commit mark (MarkCounted).
+//  7. the counters' commit mark (MarkCounted);
+//  8. last, the uum_instance row (AdvanceDrain: the drain sequence,
+//     checked against the seen-cache's, and the counters fingerprint).
+//
+// The uum_instance row is one row every drain commit updates, held until
+// COMMIT: taken first, it made the commits of all shards take turns for
+// their whole length (BenchmarkDrainScale saw 2.3 backends waiting for it
+// with 4 shards); taken last, they overlap up to it. Its checks refuse the
+// batch as well at the end as at the start (the transaction rolls back),
+// and since the row is held until COMMIT, sequence order is still commit
+// order. Nothing else locks uum_instance in a transaction with other rows.
 func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result, error) {
 	pairs := b.datedUnseen()
 	tracked := b.trackedWrites()
@@ -229,11 +237,8 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 	}
 	var res result
 	err := d.db.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if res.Seq, err = store.AdvanceDrain(ctx, tx, check); err != nil {
-			return err
-		}
-		if err = store.RegisterNames(ctx, tx, b.newNames); err != nil {
+		err := store.RegisterNames(ctx, tx, b.newNames)
+		if err != nil {
 			return err
 		}
 		if res.Inserted, err = store.InsertPairs(ctx, tx, pairs); err != nil {
@@ -243,6 +248,9 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 			return err
 		}
 		if err = d.commitTracked(ctx, tx, b, tracked, now, &res); err != nil {
+			return err
+		}
+		if res.Seq, err = store.AdvanceDrain(ctx, tx, check); err != nil {
 			return err
 		}
 		failpoint.Hit(failpoint.BeforeCommit)

@@ -25,11 +25,11 @@ type DrainCheck struct {
 	Tracked  bool
 }
 
-// AdvanceDrain is a drain commit's first step: it adds the commit to the
+// AdvanceDrain is a drain commit's last step: it adds the commit to the
 // drain sequence and checks the batch against what the database holds
-// (c). It locks the uum_instance row until the commit, which drains
-// already take turns at through the buffer lease. It returns the commit's
-// sequence.
+// (c). It locks the uum_instance row until the commit, so every drain
+// commit takes turns from here on: call it last, after the rows the
+// commit writes. It returns the commit's sequence.
 func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
 	var (
 		seq      int64
