@@ -43,9 +43,11 @@ help: ## List the targets
 run: ## Start the whole service (PostgreSQL and Redis if needed, then API + processor)
 	@scripts/run.sh
 
-test: $(if $(filter 0,$(LINT)),,$(GOLANGCI_LINT)) ## Lint, then run the tests (starts PostgreSQL and Redis if needed, installs Chromium and promtool)
-	$(if $(filter 0,$(LINT)),@echo 'test: LINT=0: not linting' >&2,$(GOLANGCI_LINT) run ./...)
+# The services come first: a machine that cannot get PostgreSQL or Redis
+# (no sudo, say) learns it at once, not after the linter's install.
+test: ## Lint, then run the tests (starts PostgreSQL and Redis if needed, installs Chromium and promtool)
 	@scripts/services.sh test
+	$(if $(filter 0,$(LINT)),@echo 'test: LINT=0: not linting' >&2,@$(MAKE) --no-print-directory lint)
 	$(if $(RACE_FLAG),,$(if $(filter auto,$(RACE)),@echo 'test: cgo is off (no C compiler?): running without -race; install gcc to enable it' >&2))
 	UUM_BROWSER_TESTS=require $(GO) test $(RACE_FLAG) -count=1 -timeout 12m ./...
 	@# A fresh fuzz cache: the inputs earlier `make fuzz` runs left in GOCACHE
