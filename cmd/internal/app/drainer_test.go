@@ -37,7 +37,7 @@ func startApp(t *testing.T, env testenv.Env) *app.App {
 }
 
 // drainer returns a's drainer, over the names its dictionary holds.
-func drainer(t *testing.T, a *app.App) *processor.Drainer {
+func drainer(t testing.TB, a *app.App) *processor.Drainer {
 	t.Helper()
 	names, err := a.Names()
 	require.NoError(t, err)

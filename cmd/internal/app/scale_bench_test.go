@@ -546,13 +546,7 @@ func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSpl
 	ctx := context.Background()
 	drainers := make([]*processor.Drainer, len(apps))
 	for i, a := range apps {
-		names, err := a.Names()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if drainers[i], err = a.Drainer(ctx, names); err != nil {
-			b.Fatal(err)
-		}
+		drainers[i] = drainer(b, a)
 	}
 	runtime.GC() // the set-up's garbage is not the drain's CPU
 	r0 := meter.read()

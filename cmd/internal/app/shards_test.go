@@ -81,11 +81,7 @@ func TestShardsSharedByProcessors(t *testing.T) {
 	stack.Env["UUM_BUFFER_SHARDS"] = "8"
 	stack.Env["UUM_DRAIN_CONCURRENCY"] = "3"
 	stack.Env["UUM_BATCH_SIZE"] = "5"
-	procs := make([]*app.App, 2)
-	for i := range procs {
-		a := startApp(t, stack.Env)
-		procs[i] = a
-	}
+	procs := []*app.App{startApp(t, stack.Env), startApp(t, stack.Env)}
 	p, err := procs[0].Producer()
 	require.NoError(t, err)
 	const users = 80
@@ -107,11 +103,7 @@ func TestShardsSharedByProcessors(t *testing.T) {
 	require.NoError(t, <-errs)
 	// A shard skipped by both (held by the other at each try) waits for
 	// the next run: drain until every shard is empty.
-	names, err := procs[1].Names()
-	require.NoError(t, err)
-	d, err := procs[1].Drainer(ctx, names)
-	require.NoError(t, err)
-	sum, err := d.DrainAll(ctx)
+	sum, err := drainer(t, procs[1]).DrainAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, users, processed[0]+processed[1]+sum.EventsProcessed)
 	lens, err := buffer.Lens(ctx, procs[0].Redis, procs[0].Config.Redis.KeyPrefix, 0, 8)
@@ -162,10 +154,7 @@ func TestShardCountChanges(t *testing.T) {
 	// drainWhile drains with a's processor until stop is closed.
 	drainWhile := func(a *app.App, stop <-chan struct{}) <-chan error {
 		done := make(chan error, 1)
-		names, err := a.Names()
-		require.NoError(t, err)
-		d, err := a.Drainer(ctx, names)
-		require.NoError(t, err)
+		d := drainer(t, a)
 		go func() {
 			for {
 				if _, err := d.DrainAll(ctx); err != nil {
@@ -200,11 +189,7 @@ func TestShardCountChanges(t *testing.T) {
 		require.NoError(t, <-nextDone)
 		old = next
 	}
-	names, err := old.Names()
-	require.NoError(t, err)
-	d, err := old.Drainer(ctx, names)
-	require.NoError(t, err)
-	sum, err := d.DrainUntilEmpty(ctx, time.Minute)
+	sum, err := drainer(t, old).DrainUntilEmpty(ctx, time.Minute)
 	require.NoError(t, err)
 	require.False(t, sum.Backlog)
 
