@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/base64"
 	"maps"
 	"net/http"
 	"net/url"
@@ -57,8 +56,6 @@ const (
 	maxCounterPage     = 1000
 	// dimPrefix starts the query parameters that select a key.
 	dimPrefix = "dim."
-	// maxCursorBytes bounds a decoded cursor: a dimension key digest.
-	maxCursorBytes = 64
 )
 
 func (s *server) counterRoutes() {
@@ -223,9 +220,8 @@ func (s *server) listCounter(w http.ResponseWriter, r *http.Request, c *rules.Co
 	}
 	var after []byte
 	if cursor != "" {
-		var err error
-		after, err = base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(after) == 0 || len(after) > maxCursorBytes {
+		var ok bool
+		if after, ok = store.ParseCounterCursor(cursor); !ok {
 			writeError(w, http.StatusBadRequest, "invalid_request", "cursor", "cursor must be a next_cursor this endpoint returned")
 			return
 		}
@@ -240,7 +236,7 @@ func (s *server) listCounter(w http.ResponseWriter, r *http.Request, c *rules.Co
 	page := counterPage{Items: make([]counterBody, 0, min(len(vals), limit))}
 	if len(vals) > limit {
 		vals = vals[:limit]
-		next := base64.RawURLEncoding.EncodeToString(vals[limit-1].Key)
+		next := store.CounterCursor(vals[limit-1].Key)
 		page.NextCursor = &next
 	}
 	for _, v := range vals {

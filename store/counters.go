@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -106,6 +107,24 @@ func (s *Store) CounterValue(ctx context.Context, counter string, key []byte) (C
 		return CounterValue{}, fmt.Errorf("counter value: %w", interpret(err))
 	}
 	return v, nil
+}
+
+// CounterCursor is the cursor of the page of a counter's keys after key
+// (a CounterValue.Key): what the HTTP API's next_cursor and the library's
+// CounterPage.Next both are, so each reads the other's.
+func CounterCursor(key []byte) string { return base64.RawURLEncoding.EncodeToString(key) }
+
+// maxCursorBytes bounds a decoded cursor: a key digest.
+const maxCursorBytes = 64
+
+// ParseCounterCursor returns the key a CounterCursor names; ok is false
+// for a string that is not one.
+func ParseCounterCursor(cursor string) (key []byte, ok bool) {
+	key, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(key) == 0 || len(key) > maxCursorBytes {
+		return nil, false
+	}
+	return key, true
 }
 
 // CounterValues returns up to limit keys of counter in key order, those

@@ -2,7 +2,6 @@ package uniqueevents
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -45,8 +44,6 @@ const (
 	DefaultCounterPage = 100
 	// MaxCounterPage is the largest page.
 	MaxCounterPage = 1000
-	// maxCursorBytes bounds a decoded cursor: a key digest.
-	maxCursorBytes = 64
 )
 
 // defaultWindowRetention is how long the processor keeps minute buckets
@@ -136,9 +133,8 @@ func (c *Client) CounterKeys(ctx context.Context, name, cursor string, limit int
 	}
 	var after []byte
 	if cursor != "" {
-		var err error
-		after, err = base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil || len(after) == 0 || len(after) > maxCursorBytes {
+		var ok bool
+		if after, ok = store.ParseCounterCursor(cursor); !ok {
 			return CounterPage{}, &uum.ValidationError{Field: "cursor", Value: cursor, Reason: "must be a Next of an earlier page"}
 		}
 	}
@@ -155,7 +151,7 @@ func (c *Client) CounterKeys(ctx context.Context, name, cursor string, limit int
 	page := CounterPage{Items: make([]CounterValue, 0, min(len(vals), limit))}
 	if len(vals) > limit {
 		vals = vals[:limit]
-		page.Next = base64.RawURLEncoding.EncodeToString(vals[limit-1].Key)
+		page.Next = store.CounterCursor(vals[limit-1].Key)
 	}
 	for _, v := range vals {
 		page.Items = append(page.Items, CounterValue{Dimensions: v.Dimensions, Value: v.Value, UpdatedAt: v.UpdatedAt})
