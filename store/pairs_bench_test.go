@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
@@ -19,7 +20,7 @@ import (
 	"github.com/uumhq/uum/store"
 )
 
-// BenchmarkPairTable commits batches of 1,000 new pairs (random users,
+// BenchmarkPairTable commits batches of new pairs (random users,
 // five names), the drain's Postgres transaction for a batch of unseen
 // pairs, into each layout of the pair table (UUM_BENCH_LAYOUTS, default
 // plain,4,16,64): the plain table of installs made before migration 00009,
@@ -35,10 +36,16 @@ import (
 // 20000000; opt-in, the load takes minutes) it grows the same tables to
 // each size as the drain would (dbtest.GrowPairs: key in place, random key
 // order) and reports, at each size, the same, pairs/s as a percentage of
-// the empty-table figure, and the bytes a row takes (heap and key, over
-// the rows); at the last size, what a VACUUM and a REINDEX of one
-// partition cost against the whole table, in ms.
-// UUM_BENCH_BATCHES (default 200) is the batches per layout and size.
+// the empty-table figure and of a fresh empty table of the same layout
+// taking turns with the grown one (the same load on both: the ratio to
+// trust on a shared machine), and the bytes a row takes (heap and key,
+// over the rows); at the last size, what a VACUUM and a REINDEX of one
+// partition cost against the whole table, in ms, and the bytes a row
+// takes with the key rebuilt 90 % full (the default) and 100 % full.
+// UUM_BENCH_BATCHES (default 200) is the batches per layout and size,
+// UUM_BENCH_BATCH_SIZE (default 1000) the pairs a batch: at most the
+// drain's UUM_BATCH_SIZE events (500 by default), all new pairs. Each figure's log line carries the load average: on a
+// shared machine only ratios within one run compare.
 func BenchmarkPairTable(b *testing.B) {
 	sizes, err := intList("UUM_BENCH_PAIR_ROWS", "0")
 	if err != nil {
@@ -52,18 +59,26 @@ func BenchmarkPairTable(b *testing.B) {
 	if err != nil || len(batches) != 1 || batches[0] < 1 {
 		b.Fatalf("UUM_BENCH_BATCHES: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCHES"))
 	}
+	batchSize, err := intList("UUM_BENCH_BATCH_SIZE", "1000")
+	if err != nil || len(batchSize) != 1 || batchSize[0] < 1 {
+		b.Fatalf("UUM_BENCH_BATCH_SIZE: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCH_SIZE"))
+	}
 	sizes = slices.DeleteFunc(slices.Sorted(slices.Values(sizes)), func(n int) bool { return n == 0 })
 	for b.Loop() {
 		layouts := make([]*pairLayout, len(parts))
 		for i, p := range parts {
 			layouts[i] = newPairLayout(b, p)
 		}
-		measurePairs(b, layouts, batches[0], 0)
+		measurePairs(b, layouts, batches[0], batchSize[0], 0)
 		rows := 0
 		for _, size := range sizes {
 			growPairs(b, layouts, rows, size)
 			rows = size
-			measurePairs(b, layouts, batches[0], size)
+			for _, l := range layouts {
+				l.fresh = newPairLayout(b, l.parts)
+				l.fresh.name += "-fresh"
+			}
+			measurePairs(b, layouts, batches[0], batchSize[0], size)
 		}
 		if rows > 0 {
 			for _, l := range layouts {
@@ -80,6 +95,11 @@ type pairLayout struct {
 	pool  *pgxpool.Pool
 	st    *store.Store
 	empty float64 // pairs/s into the empty table
+	rate  float64 // pairs/s in the last measurement
+	wal   float64 // bytes of WAL a pair in the last measurement
+	// fresh is an empty twin taking turns with the grown table, so that
+	// the ratio of the two saw the same load.
+	fresh *pairLayout
 }
 
 func newPairLayout(b *testing.B, parts int) *pairLayout {
@@ -111,13 +131,45 @@ func growPairs(b *testing.B, layouts []*pairLayout, rows, size int) {
 	b.Logf("grew %d layouts from %d to %d rows in %s", len(layouts), rows, size, time.Since(start).Round(time.Second))
 }
 
-// measurePairs commits batches new pairs into each layout, taking turns
-// (the first layout changes each round), and reports each one's pairs/s
-// at size rows.
-func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
+// measurePairs commits batches new pairs into each layout and its fresh
+// twin, taking turns (the first layout changes each round), and reports
+// each one's pairs/s at size rows, against the empty table measured before
+// the growth and against the fresh twin measured in turns with it.
+func measurePairs(b *testing.B, grown []*pairLayout, batches, batch, size int) {
+	layouts := slices.Clone(grown)
+	for _, l := range grown {
+		if l.fresh != nil {
+			layouts = append(layouts, l.fresh)
+		}
+	}
+	commitPairs(b, layouts, batches, batch)
+	at := sizeName(size)
+	for _, l := range grown {
+		b.ReportMetric(l.rate, "pairs/s-"+at+"-"+l.name)
+		b.ReportMetric(l.wal, "WAL-B/pair-"+at+"-"+l.name)
+		if size == 0 {
+			l.empty = l.rate
+			b.Logf("%s empty: %.0f pairs/s, %.0f B of WAL a pair (load %s)", l.name, l.rate, l.wal, loadAvg())
+			continue
+		}
+		b.ReportMetric(100*l.rate/l.empty, "%-of-empty-"+at+"-"+l.name)
+		b.ReportMetric(l.fresh.rate, "pairs/s-fresh-"+at+"-"+l.name)
+		b.ReportMetric(100*l.rate/l.fresh.rate, "%-of-fresh-"+at+"-"+l.name)
+		heap, key := l.bytesPerRow(b)
+		b.ReportMetric(heap+key, "B/row-"+at+"-"+l.name)
+		b.ReportMetric(key, "key-B/row-"+at+"-"+l.name)
+		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty; %.0f %% of %.0f into a fresh table in turns), "+
+			"%.1f B/row (heap %.1f, key %.1f), %.0f B of WAL a pair (fresh %.0f) (load %s)",
+			l.name, at, l.rate, 100*l.rate/l.empty, 100*l.rate/l.fresh.rate, l.fresh.rate,
+			heap+key, heap, key, l.wal, l.fresh.wal, loadAvg())
+	}
+}
+
+// commitPairs commits batches new pairs into each layout, taking turns,
+// and sets each one's pairs/s and WAL a pair.
+func commitPairs(b *testing.B, layouts []*pairLayout, batches, batch int) {
 	ctx := context.Background()
 	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
-	const batch = 1000
 	spent := make([]time.Duration, len(layouts))
 	wal := make([]float64, len(layouts)) // bytes of WAL written during the commits
 	pairs := make([]uum.Pair, batch)
@@ -147,22 +199,20 @@ func measurePairs(b *testing.B, layouts []*pairLayout, batches, size int) {
 			}
 		}
 	}
-	at := sizeName(size)
 	for i, l := range layouts {
-		rate := float64(batch*batches) / spent[i].Seconds()
-		b.ReportMetric(rate, "pairs/s-"+at+"-"+l.name)
-		b.ReportMetric(wal[i]/float64(batch*batches), "WAL-B/pair-"+at+"-"+l.name)
-		if size == 0 {
-			l.empty = rate
-			continue
-		}
-		b.ReportMetric(100*rate/l.empty, "%-of-empty-"+at+"-"+l.name)
-		heap, key := l.bytesPerRow(b)
-		b.ReportMetric(heap+key, "B/row-"+at+"-"+l.name)
-		b.ReportMetric(key, "key-B/row-"+at+"-"+l.name)
-		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty), %.1f B/row (heap %.1f, key %.1f), %.0f B of WAL a pair",
-			l.name, at, rate, 100*rate/l.empty, heap+key, heap, key, wal[i]/float64(batch*batches))
+		l.rate = float64(batch*batches) / spent[i].Seconds()
+		l.wal = wal[i] / float64(batch*batches)
 	}
+}
+
+// loadAvg returns the 1, 5 and 15-minute load averages, "?" where there
+// are none.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 // sizeName writes a row count as 0, 20M or 500k.
@@ -227,6 +277,40 @@ func (l *pairLayout) reportMaintenance(b *testing.B) {
 	b.ReportMetric(timed(`REINDEX TABLE `+table), "reindex-all-ms-"+l.name)
 	heap, key := l.bytesPerRow(b)
 	b.ReportMetric(heap+key, "B/row-reindexed-"+l.name)
+	full := l.fullKey(b)
+	b.ReportMetric(heap+full, "B/row-full-"+l.name)
+	b.Logf("%s reindexed: %.1f B/row (heap %.1f, key %.1f); key rebuilt with fillfactor 100: %.1f B/row (key %.1f) (load %s)",
+		l.name, heap+key, heap, key, heap+full, full, loadAvg())
+}
+
+// fullKey rebuilds the key of every leaf with fillfactor 100, the floor
+// of a key entry's bytes (36: a 28 B tuple aligned to 32, and its 4 B line
+// pointer, plus page headers and inner pages), and returns its bytes per
+// row. A partitioned index takes no storage parameters: each leaf's does.
+func (l *pairLayout) fullKey(b *testing.B) float64 {
+	b.Helper()
+	ctx := context.Background()
+	rows, err := l.pool.Query(ctx, `
+		SELECT i.indexrelid::regclass::text FROM pg_index i
+		WHERE i.indisprimary AND i.indrelid IN (
+			SELECT relid FROM pg_partition_tree($1::regclass) WHERE isleaf
+			UNION SELECT $1::regclass WHERE NOT EXISTS (SELECT 1 FROM pg_partition_tree($1::regclass)))`, l.table())
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range keys {
+		for _, sql := range []string{`ALTER INDEX ` + k + ` SET (fillfactor = 100)`, `REINDEX INDEX ` + k} {
+			if _, err := l.pool.Exec(ctx, sql); err != nil {
+				b.Fatalf("%s: %v", sql, err)
+			}
+		}
+	}
+	_, key := l.bytesPerRow(b)
+	return key
 }
 
 // intList parses the comma-separated non-negative integers of the
