@@ -3,7 +3,6 @@ package main
 import (
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -26,7 +25,7 @@ const (
 // has to be a subprocess.
 func TestAPIBinary(t *testing.T) {
 	t.Parallel()
-	bin := buildAPI(t)
+	bin := testenv.Build(t, "github.com/uumhq/uum/cmd/api")
 
 	t.Run("NewcomerFlow", func(t *testing.T) {
 		t.Parallel()
@@ -101,19 +100,6 @@ func TestAPIBinary(t *testing.T) {
 		}
 		require.Contains(t, string(out), want)
 	})
-}
-
-// buildAPI builds cmd/api into a temporary directory.
-func buildAPI(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool builds the api binary")
-	bin := filepath.Join(t.TempDir(), "api")
-	// -buildvcs=auto: stamp the revision when git can, whatever GOFLAGS says.
-	cmd := exec.CommandContext(t.Context(), goTool, "build", "-buildvcs=auto", "-o", bin, "github.com/uumhq/uum/cmd/api")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build cmd/api:\n%s", out)
-	return bin
 }
 
 // startAPI starts the api binary with the bundle's environment (see

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,7 +38,7 @@ func TestProcessorsShareShards(t *testing.T) {
 		users  = 300
 	)
 	ctx := t.Context()
-	bin := buildProcessor(t)
+	bin := testenv.Build(t, "github.com/uumhq/uum/cmd/processor")
 	stack := testenv.NewExclusive(t)
 	sd := statsdtest.New(t)
 	stack.Env["UUM_BUFFER_SHARDS"] = strconv.Itoa(shards)
@@ -73,14 +72,16 @@ func TestProcessorsShareShards(t *testing.T) {
 		require.Positive(t, l, "shard %d got none of %d users", i, users)
 	}
 
-	procs := make([]*processProc, 3)
+	procs := make([]*testenv.Process, 3)
 	for i := range procs {
-		procs[i] = startProcessor(t, bin, stack.Env, fmt.Sprintf("processor %d", i))
+		cmd := exec.Command(bin)
+		cmd.Env = stack.Env.Environ()
+		procs[i] = testenv.StartProcess(t, fmt.Sprintf("processor %d", i), cmd)
 	}
 
 	// Kill a processor while it holds a shard's lease, once a tenth of
 	// the entries were delivered: mid-drain.
-	var victim *processProc
+	var victim *testenv.Process
 	require.Eventually(t, func() bool {
 		snap, err := producer.Pipeline.Snapshot(ctx)
 		if err != nil || snap.Delivered < int64(entries/10) {
@@ -92,7 +93,7 @@ func TestProcessorsShareShards(t *testing.T) {
 				continue
 			}
 			for _, pr := range procs {
-				if strings.HasSuffix(h.Name, ":"+strconv.Itoa(pr.cmd.Process.Pid)) {
+				if strings.HasSuffix(h.Name, ":"+strconv.Itoa(pr.Pid())) {
 					victim = pr
 					return true
 				}
@@ -100,11 +101,11 @@ func TestProcessorsShareShards(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 5*time.Millisecond, "no processor took a shard's lease")
-	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
-	require.Error(t, victim.wait(time.Minute), "killed by SIGKILL")
+	require.NoError(t, victim.Cmd.Process.Signal(syscall.SIGKILL))
+	require.Error(t, victim.Wait(time.Minute), "killed by SIGKILL")
 	snap, err := producer.Pipeline.Snapshot(ctx)
 	require.NoError(t, err)
-	t.Logf("killed %s with %d of %d entries delivered", victim.name, snap.Delivered, entries)
+	t.Logf("killed %s with %d of %d entries delivered", victim.Name, snap.Delivered, entries)
 
 	// The survivors drain every shard, the victim's too once its leases
 	// expire.
@@ -122,7 +123,7 @@ func TestProcessorsShareShards(t *testing.T) {
 	}, 45*time.Second, 20*time.Millisecond, "the survivors did not drain every shard")
 	for _, pr := range procs {
 		if pr != victim {
-			require.NoError(t, pr.stop(), "%s exits 0 on SIGTERM", pr.name)
+			require.NoError(t, pr.Stop(), "%s exits 0 on SIGTERM", pr.Name)
 		}
 	}
 
@@ -145,68 +146,4 @@ func TestProcessorsShareShards(t *testing.T) {
 	sent := statsdtest.Sum(sd.Metrics(t), processor.MetricEvent)
 	require.LessOrEqual(t, sent, float64(rows), "statsd increments never exceed rows")
 	require.Positive(t, sent)
-}
-
-// buildProcessor builds cmd/processor into a temporary directory.
-func buildProcessor(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go tool builds the processor binary")
-	bin := filepath.Join(t.TempDir(), "processor")
-	cmd := exec.CommandContext(t.Context(), goTool, "build", "-o", bin, "github.com/uumhq/uum/cmd/processor")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build cmd/processor:\n%s", out)
-	return bin
-}
-
-// processProc is a processor service the test started.
-type processProc struct {
-	name   string
-	cmd    *exec.Cmd
-	logs   *testenv.Buffer
-	exited chan error
-	err    error
-	done   bool
-}
-
-// startProcessor starts the processor service at bin with env. At
-// cleanup a process still running is killed.
-func startProcessor(t *testing.T, bin string, env testenv.Env, name string) *processProc {
-	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = env.Environ()
-	logs := testenv.NewBuffer(t, name)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	pr := &processProc{name: name, cmd: cmd, logs: logs, exited: make(chan error, 1)}
-	go func() { pr.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if !pr.done {
-			_ = cmd.Process.Kill()
-			_ = pr.wait(time.Minute)
-		}
-	})
-	return pr
-}
-
-// wait waits for the process to exit and returns how it did.
-func (p *processProc) wait(within time.Duration) error {
-	if p.done {
-		return p.err
-	}
-	select {
-	case p.err = <-p.exited:
-		p.done = true
-		return p.err
-	case <-time.After(within):
-		return fmt.Errorf("%s still running after %s", p.name, within)
-	}
-}
-
-// stop sends SIGTERM and waits for the exit.
-func (p *processProc) stop() error {
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	return p.wait(time.Minute)
 }
