@@ -1,12 +1,16 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -27,6 +31,7 @@ import (
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/loadgen"
 	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -40,27 +45,30 @@ const (
 
 // BenchmarkDrainScale drains the same 100,000 new events (20,000 users ×
 // 5 names, shuffled) into a fresh schema with 1, 2 and 4 buffer shards
-// and 1 and 2 processors, each processor an App of its own (its own
-// Postgres pool and Redis client, as a second process has) whose drainer
-// is the one cmd/processor runs, draining up to as many shards at once as
-// there are (UUM_DRAIN_CONCURRENCY = UUM_BUFFER_SHARDS). The processors
-// share the shards through the leases; the time runs from the start of
-// the drains until every shard is empty. Each round runs every
+// and 1 and 2 processors, each processor an OS process: cmd/processor,
+// built once, run as `processor -once -until-empty`, draining up to as
+// many shards at once as there are (UUM_DRAIN_CONCURRENCY =
+// UUM_BUFFER_SHARDS). The processors share the shards through the leases;
+// the time runs from the first processor's start of draining (its
+// start-up, connecting and checking the schema, is not the drain's) until
+// every shard is empty (see drainProcesses). Each round runs every
 // configuration once, in a random order, so the machine's load weighs on
 // them alike; run it with -benchtime 1x -count N for N rounds.
 //
 // Per configuration sNpM (N shards, M processors) it prints events/s and
-// the CPU each component spent per event: go_cpu_ns (the processors'
-// Go CPU), redis_cpu_ns (a redis-server of the benchmark's own, INFO
-// cpu), pg_cpu_ns (the Postgres backends serving the processors' pools,
-// from /proc) and cores (all three over the wall time: ~2 on this 2-core
-// machine means the machine, not one component, is the limit).
+// the CPU each component spent per event: go_cpu_ns (the processor
+// processes, from /proc), redis_cpu_ns (a redis-server of the
+// benchmark's own, INFO cpu), pg_cpu_ns (the Postgres backends serving
+// the processors, from /proc) and cores (all three over the wall time:
+// ~2 on this 2-core machine means the machine, not one component, is the
+// limit).
 func BenchmarkDrainScale(b *testing.B) {
 	target := privateRedis(b)
+	bin := testenv.Build(b, "github.com/uumhq/uum/cmd/processor")
 	var cases []scaleCase
 	for _, procs := range []int{1, 2} {
 		for _, shards := range []int{1, 2, 4} {
-			cases = append(cases, scaleCase{name: fmt.Sprintf("s%dp%d", shards, procs), shards: shards, procs: procs, redis: target})
+			cases = append(cases, scaleCase{name: fmt.Sprintf("s%dp%d", shards, procs), shards: shards, procs: procs, redis: target, bin: bin})
 		}
 	}
 	runScaleCases(b, cases)
@@ -132,6 +140,10 @@ type scaleCase struct {
 	name          string
 	shards, procs int
 	redis         redisTarget
+	// bin, if set, is the processor binary the case runs its processors
+	// as, processes of their own; otherwise each is an App in the
+	// benchmark's process.
+	bin string
 }
 
 // redisTarget is a Redis the benchmarks use: its URL as UUM_REDIS_URL
@@ -190,7 +202,9 @@ func runScaleCases(b *testing.B, cases []scaleCase) []cpuSplit {
 	for b.Loop() {
 		b.StopTimer()
 		for _, i := range rand.Perm(len(cases)) {
-			sums[i].add(drainCase(b, cases[i]))
+			split := drainCase(b, cases[i])
+			split.load, split.runs = load1(b), 1
+			sums[i].add(split)
 		}
 		b.StartTimer()
 	}
@@ -217,6 +231,10 @@ type cpuSplit struct {
 	// benchmark's backends in state i (pgStateNames), on the whole.
 	pgTicks  int
 	pgStates [len(pgStateNames)]int
+	// load is the machine's 1-minute load average at the end of each of
+	// runs, added up.
+	load float64
+	runs int
 }
 
 // rate returns the events per second.
@@ -232,6 +250,8 @@ func (s *cpuSplit) add(o cpuSplit) {
 	s.redisMasters += o.redisMasters
 	s.lpushes += o.lpushes
 	s.pgTicks += o.pgTicks
+	s.load += o.load
+	s.runs += o.runs
 	for i, n := range o.pgStates {
 		s.pgStates[i] += n
 	}
@@ -249,6 +269,9 @@ func (s cpuSplit) report(b *testing.B, prefix string) {
 	}
 	b.ReportMetric((s.goCPU+s.redis+s.pg).Seconds()/s.wall.Seconds(), prefix+"cores")
 	b.ReportMetric(s.machine.Seconds()/s.wall.Seconds(), prefix+"machine_cores")
+	if s.runs > 0 {
+		b.ReportMetric(s.load/float64(s.runs), prefix+"load1")
+	}
 	if s.pgTicks > 0 {
 		for i, name := range pgStateNames {
 			b.ReportMetric(float64(s.pgStates[i])/float64(s.pgTicks), prefix+"pg_"+name+"_backends")
@@ -277,25 +300,39 @@ func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
-		rows, err := m.admin.Query(context.Background(), `SELECT coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
-			FROM pg_stat_activity WHERE application_name = $1`, m.app)
-		if err != nil {
+		if err := m.pgTick(&s.pgStates, nil); err != nil {
 			m.b.Error(err)
 			return
 		}
-		for rows.Next() {
-			var state, waitType, wait, query string
-			if err := rows.Scan(&state, &waitType, &wait, &query); err != nil {
-				m.b.Error(err)
-				break
-			}
-			if i := pgState(state, waitType, wait, query); i >= 0 {
-				s.pgStates[i]++
-			}
-		}
-		rows.Close()
 		s.pgTicks++
 	}
+}
+
+// pgTick adds to states what the backends of m.app are doing now, and,
+// if cpu is not nil, sets cpu[pid] to each one's CPU time.
+func (m cpuMeter) pgTick(states *[len(pgStateNames)]int, cpu map[int]time.Duration) error {
+	rows, err := m.admin.Query(context.Background(), `SELECT pid, coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
+		FROM pg_stat_activity WHERE application_name = $1`, m.app)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		var state, waitType, wait, query string
+		if err := rows.Scan(&pid, &state, &waitType, &wait, &query); err != nil {
+			return err
+		}
+		if i := pgState(state, waitType, wait, query); i >= 0 {
+			states[i]++
+		}
+		if cpu != nil {
+			if t, ok := processCPU(m.b, pid); ok {
+				cpu[pid] = t
+			}
+		}
+	}
+	return rows.Err()
 }
 
 // pgState returns the index in pgStateNames of a backend's state, -1 if
@@ -372,12 +409,29 @@ func (m cpuMeter) backends() map[int]time.Duration {
 		if err := rows.Scan(&pid); err != nil {
 			m.b.Fatal(err)
 		}
-		out[pid] = processCPU(m.b, pid)
+		out[pid], _ = processCPU(m.b, pid)
 	}
 	if err := rows.Err(); err != nil {
 		m.b.Fatal(err)
 	}
 	return out
+}
+
+// load1 returns the machine's 1-minute load average (/proc/loadavg).
+func load1(b *testing.B) float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		b.Fatalf("unexpected /proc/loadavg: %q", raw)
+	}
+	load, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		b.Fatalf("unexpected /proc/loadavg: %q", raw)
+	}
+	return load
 }
 
 // machineCPU returns the CPU time every core of the machine has spent
@@ -410,11 +464,11 @@ func machineCPU(b *testing.B) time.Duration {
 
 // processCPU returns the user and system CPU time of process pid, from
 // /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s: Linux's
-// USER_HZ), 0 if it has exited.
-func processCPU(b *testing.B, pid int) time.Duration {
+// USER_HZ); false if it has exited.
+func processCPU(b *testing.B, pid int) (time.Duration, bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return 0, false
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	_, rest, ok := strings.Cut(string(stat), ") ")
@@ -427,7 +481,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	if err1 != nil || err2 != nil {
 		b.Fatalf("unexpected /proc/%d/stat: %q", pid, stat)
 	}
-	return time.Duration(utime+stime) * (time.Second / 100)
+	return time.Duration(utime+stime) * (time.Second / 100), true
 }
 
 // scaleEnv is one case's Postgres schema, Redis key prefix and
@@ -462,6 +516,21 @@ func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
 		Events: config.Events{PushTimeout: 5 * time.Second},
 	}.WithDefaults()
 	return &scaleEnv{cfg: cfg, schema: schema, meter: cpuMeter{b: b, admin: schema, app: name, redis: c.redis}}
+}
+
+// environ returns e's configuration as the processor binary reads it.
+func (e *scaleEnv) environ() testenv.Env {
+	c := e.cfg
+	return testenv.Env{
+		"UUM_DATABASE_URL":      c.Database.URL,
+		"UUM_REDIS_URL":         c.Redis.URL,
+		"UUM_REDIS_CLUSTER":     strconv.FormatBool(c.Redis.Cluster),
+		"UUM_KEY_PREFIX":        c.Redis.KeyPrefix,
+		"UUM_BUFFER_SHARDS":     strconv.Itoa(c.Redis.BufferShards),
+		"UUM_BATCH_SIZE":        strconv.Itoa(c.Processor.BatchSize),
+		"UUM_MAX_ITERATIONS":    strconv.Itoa(c.Processor.MaxIterations),
+		"UUM_DRAIN_CONCURRENCY": strconv.Itoa(c.Processor.DrainConcurrency),
+	}
 }
 
 // open opens n processes' dependencies, each connected to Postgres and
@@ -534,6 +603,11 @@ func drainCase(b *testing.B, c scaleCase) cpuSplit {
 	defer env.close(b)
 	pairs := scalePairs(scaleUsers)
 	pushSharded(b, c.redis.client, env.cfg.Redis.KeyPrefix, c.shards, pairs)
+	if c.bin != "" {
+		split := drainProcesses(b, c, env, len(pairs))
+		requireCounted(b, env.open(b, 1)[0].Store, len(pairs))
+		return split
+	}
 	apps := env.open(b, c.procs)
 	split := drainApps(b, apps, env.meter, len(pairs))
 	requireCounted(b, apps[0].Store, len(pairs))
@@ -587,6 +661,175 @@ func drainApps(b *testing.B, apps []*app.App, meter cpuMeter, events int) cpuSpl
 	split := meter.since(r0, events, wall)
 	split.pgTicks, split.pgStates = states.pgTicks, states.pgStates
 	return split
+}
+
+// drainProcesses drains the buffer with c.procs processes of c.bin, each
+// `processor -once -until-empty` with env's configuration, and returns
+// the time and CPU the drain took. A process's start-up (connecting,
+// checking the schema) is not the drain's: each prints, as it exits, a
+// summary whose duration_ms is how long it drained, so it started
+// draining that long before the summary came. The time runs from the
+// first one's start of draining until every shard is empty, which the
+// benchmark samples every 10 ms, along with each process's and Postgres
+// backend's CPU (/proc) and what the backends are doing; each process's
+// CPU counts from its own start of draining. Redis's CPU counts from the
+// processes' launch (their start-up sends it a few commands).
+func drainProcesses(b *testing.B, c scaleCase, env *scaleEnv, events int) cpuSplit {
+	redis0, machine0 := c.redis.cpu(), machineCPU(b)
+	procs := make([]*testenv.Process, c.procs)
+	outs := make([]*summaryOut, c.procs)
+	for i := range procs {
+		cmd := exec.Command(c.bin, "-once", "-until-empty", "-max-duration", "10m")
+		cmd.Env = env.environ().Environ()
+		outs[i] = &summaryOut{}
+		cmd.Stdout = outs[i]
+		procs[i] = testenv.StartProcess(b, fmt.Sprintf("processor %d", i), cmd)
+	}
+	samples := env.meter.sampleDrain(procs, env.cfg.Redis.KeyPrefix, c.shards)
+	last := samples[len(samples)-1]
+	redisCPU := c.redis.cpu() - redis0
+
+	// starts[pid] is when process pid started draining.
+	starts := map[int]time.Time{}
+	processed := 0
+	for i, p := range procs {
+		if err := p.Wait(time.Minute); err != nil {
+			b.Fatalf("%s: %v\n%s", p.Name, err, p.Logs)
+		}
+		sum := outs[i].summary(b)
+		processed += sum.EventsProcessed
+		starts[p.Pid()] = outs[i].at.Add(-time.Duration(sum.DurationMS) * time.Millisecond)
+	}
+	if processed != events {
+		b.Fatalf("the processors drained %d events, want %d", processed, events)
+	}
+	start := slices.MinFunc(slices.Collect(maps.Values(starts)), time.Time.Compare)
+	// at returns the last sample taken at or before t, the zero sample if
+	// none was.
+	at := func(t time.Time) drainSample {
+		var s drainSample
+		for _, x := range samples {
+			if x.at.After(t) {
+				break
+			}
+			s = x
+		}
+		return s
+	}
+	// lastCPU is each pid's CPU when last seen: a process or backend
+	// that has exited did no more.
+	lastCPU := map[int]time.Duration{}
+	for _, x := range samples {
+		maps.Copy(lastCPU, x.procs)
+		maps.Copy(lastCPU, x.pg)
+	}
+	first := at(start)
+	split := cpuSplit{events: events, wall: last.at.Sub(start), redis: redisCPU, machine: last.machine - machine0}
+	if !first.at.IsZero() {
+		split.machine = last.machine - first.machine
+	}
+	for pid, t := range starts {
+		split.goCPU += lastCPU[pid] - at(t).procs[pid]
+	}
+	pgPids := map[int]bool{}
+	for _, x := range samples {
+		for pid := range x.pg {
+			pgPids[pid] = true
+		}
+		if !x.at.Before(start) {
+			split.pgTicks++
+			for i, n := range x.pgStates {
+				split.pgStates[i] += n
+			}
+		}
+	}
+	for pid := range pgPids {
+		split.pg += lastCPU[pid] - first.pg[pid]
+	}
+	return split
+}
+
+// summaryOut is a processor's stdout: its -once summary, and when the
+// summary's line came.
+type summaryOut struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	at  time.Time
+}
+
+func (o *summaryOut) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.at.IsZero() && bytes.IndexByte(p, '\n') >= 0 {
+		o.at = time.Now()
+	}
+	return o.buf.Write(p)
+}
+
+// summary decodes the summary; call it once the process has exited.
+func (o *summaryOut) summary(b *testing.B) processor.Summary {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var sum processor.Summary
+	if err := json.Unmarshal(o.buf.Bytes(), &sum); err != nil || o.at.IsZero() {
+		b.Fatalf("processor summary %q: %v", o.buf.String(), err)
+	}
+	return sum
+}
+
+// drainSample is what sampleDrain found at one moment.
+type drainSample struct {
+	at time.Time
+	// empty: every shard was.
+	empty bool
+	// procs and pg are the CPU time of the processor processes and of
+	// their Postgres backends, by pid; a pid that has exited is missing.
+	procs, pg map[int]time.Duration
+	machine   time.Duration
+	pgStates  [len(pgStateNames)]int
+}
+
+// sampleDrain samples the drain by procs of the shards under prefix
+// every 10 ms until every shard is empty, and returns the samples, the
+// last one the first that found the shards empty. The lengths are read
+// first, so the last sample's CPU counts all the drain's work.
+func (m cpuMeter) sampleDrain(procs []*testenv.Process, prefix string, shards int) []drainSample {
+	ctx := context.Background()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var out []drainSample
+	for {
+		s := drainSample{at: time.Now(), procs: map[int]time.Duration{}, pg: map[int]time.Duration{}}
+		lens, err := buffer.Lens(ctx, m.redis.client, prefix, 0, shards)
+		if err != nil {
+			m.b.Fatal(err)
+		}
+		s.empty = !slices.ContainsFunc(lens, func(n int64) bool { return n > 0 })
+		s.machine = machineCPU(m.b)
+		exited := 0
+		for _, p := range procs {
+			if t, ok := processCPU(m.b, p.Pid()); ok {
+				s.procs[p.Pid()] = t
+			}
+			if p.Exited() {
+				exited++
+			}
+		}
+		if err := m.pgTick(&s.pgStates, s.pg); err != nil {
+			m.b.Fatal(err)
+		}
+		out = append(out, s)
+		if s.empty {
+			return out
+		}
+		if exited == len(procs) {
+			for _, p := range procs {
+				m.b.Logf("%s: %v\n%s", p.Name, p.Wait(0), p.Logs)
+			}
+			m.b.Fatalf("every processor exited with %v entries left", lens)
+		}
+		<-tick.C
+	}
 }
 
 // BenchmarkLogEventsShards is how fast one process buffers through the
