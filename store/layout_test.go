@@ -97,9 +97,10 @@ func TestLayout(t *testing.T) {
 		checkDrainStatements(t, store.New(pool), user)
 	})
 
-	// The runbook's step (docs/operations.md, "Moving to the partitioned
-	// pair table"), run on a populated plain table: the pairs move, the
-	// counts still match them, and the drain goes on on the new layout.
+	// The runbook's steps (docs/operations.md, "Moving to the partitioned
+	// pair table"), run on a populated plain table: the pairs move, a
+	// dry-run reconciliation finds the counts still match them, the old
+	// table can be dropped, and the drain goes on on the new layout.
 	t.Run("RunbookMovesAPlainTable", func(t *testing.T) {
 		t.Parallel()
 		user := uum.NewUUID()
@@ -118,6 +119,14 @@ func TestLayout(t *testing.T) {
 		require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), created.UTC(), "first-seen times move with the pairs")
 		require.NoError(t, pool.QueryRow(ctx, `SELECT uum_use_compact_pairs()`).Scan(&moved))
 		require.Zero(t, moved, "running it again does nothing")
+		drift, err := st.ReconcileTotals(ctx, true)
+		require.NoError(t, err)
+		require.Empty(t, drift, "step 3: uumctl reconcile --dry-run reports no drift")
+		days, err := st.ReconcileDays(ctx, true)
+		require.NoError(t, err)
+		require.Empty(t, days, "step 3: nor in the day counts")
+		_, err = pool.Exec(ctx, `DROP TABLE unique_user_events_plain`)
+		require.NoError(t, err, "step 4: nothing depends on the old table")
 		checkDrainStatements(t, st, user)
 	})
 }
