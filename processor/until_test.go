@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -89,5 +90,57 @@ func TestDrainUntilEmptyWaitsForHeldShards(t *testing.T) {
 		n, err := shard1.Len(ctx)
 		require.NoError(t, err)
 		require.EqualValues(t, total/2, n)
+	})
+}
+
+// heldShard is a buffer shard whose lease another drainer holds for
+// longer than the drainer's TTL (so the drain does not wait on it). Its
+// Acquire answers only once the test lets it, and counts the drains
+// inside it meanwhile.
+type heldShard struct {
+	active  *atomic.Int64
+	release chan struct{}
+}
+
+func (h heldShard) Len(context.Context) (int64, error) { return 0, nil }
+
+func (h heldShard) Acquire(context.Context, time.Duration) (*buffer.Lease, error) {
+	h.active.Add(1)
+	defer h.active.Add(-1)
+	<-h.release
+	return nil, buffer.ErrLeaseHeld
+}
+
+func (h heldShard) Holder(context.Context) (*buffer.Holder, error) {
+	return &buffer.Holder{Name: "elsewhere:1", TTL: time.Hour}, nil
+}
+
+// TestDrainAllBoundsConcurrency drains 7 shards with a concurrency of 2
+// (UUM_DRAIN_CONCURRENCY): while drains wait for their leases, exactly 2
+// are taking one, and the next starts only as one ends.
+func TestDrainAllBoundsConcurrency(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const shards, concurrency = 7, 2
+		h := heldShard{active: new(atomic.Int64), release: make(chan struct{})}
+		cfg := defaultConfig()
+		d := processor.NewDrainer(cfg, h, nil, nil, nil, nil,
+			processor.WithShards(shards, shards, concurrency, func(int) *processor.Drainer {
+				return processor.NewDrainer(cfg, h, nil, nil, nil, nil)
+			}, nil))
+		done := make(chan error, 1)
+		var sum processor.Summary
+		go func() {
+			var err error
+			sum, err = d.DrainAll(t.Context())
+			done <- err
+		}()
+		for ended := range shards {
+			synctest.Wait() // every drain that can start is in Acquire
+			require.EqualValues(t, min(concurrency, shards-ended), h.active.Load(), "after %d ended", ended)
+			h.release <- struct{}{}
+		}
+		require.NoError(t, <-done)
+		require.True(t, sum.Skipped, "every shard reported held")
 	})
 }
