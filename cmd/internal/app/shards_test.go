@@ -20,7 +20,8 @@ import (
 // TestShards logs events of many users over 4 shards, lowers the count
 // to 2 and drains with a processor of the new count: the users spread
 // over every shard, and the shards beyond the new count are drained
-// until empty too, each user counted once.
+// until empty too, each user counted once. Tracked events then all go
+// to shard 0.
 func TestShards(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,6 +69,14 @@ func TestShards(t *testing.T) {
 	n, err := p.UniqueCount(ctx, "opened")
 	require.NoError(t, err)
 	require.EqualValues(t, users, n)
+
+	// Tracked events go to shard 0, whatever the count: one order.
+	_, err = p.Track(ctx, uniqueevents.TrackedEvent{ID: "t0", Type: "account.connected", OrgID: "o1"},
+		uniqueevents.TrackedEvent{ID: "t1", Type: "account.disconnected", OrgID: "o1"})
+	require.NoError(t, err)
+	lens, err = buffer.Lens(ctx, a.Redis, a.Config.Redis.KeyPrefix, 0, 4)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 0, 0, 0}, lens)
 }
 
 // TestShardsSharedByProcessors runs two processors' drains at once over
