@@ -47,8 +47,10 @@ const backfillCountSQL = `, first_seen AS (
 )` + countNewSQL + `
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)`
 
-// backfillCompactSQL is backfillSQL on the compact layout (see
-// insertCompactSQL): input carries each name's id.
+// backfillCompactSQL is backfillSQL on the compact layout: input carries
+// each name's id. Unlike the drain's pair insert (insertCompactSQL), it is
+// still one data-modifying WITH joined to event_names, a form Citus does
+// not run (docs/scaling.md).
 const backfillCompactSQL = `
 WITH input AS (
 	SELECT x.user_id, e.id AS event_id, e.name AS event_name, x.created_at
@@ -99,7 +101,7 @@ func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) 
 		if err := RegisterNames(ctx, tx, names); err != nil {
 			return err
 		}
-		compact, err := preparePairs(ctx, tx, events)
+		compact, _, err := preparePairs(ctx, tx, events)
 		if err != nil {
 			return err
 		}

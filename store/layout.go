@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The pair table comes in two layouts. New installs (migration 00009) keep
@@ -14,27 +16,52 @@ import (
 // (docs/operations.md). Reads go through unique_user_events, which both
 // layouts have; writes use the statement of the layout they find.
 
-// preparePairsSQL registers the names of $1 that event_names lacks (only
-// those: ON CONFLICT still consumes ids, and the seen-cache's bitmaps grow
-// with the largest id) and reports whether the pairs are compact, in one
-// round trip. The compact statements look names up by their id, so a name
-// must be registered before its pair is written.
-const preparePairsSQL = `
-WITH missing AS (
-	SELECT DISTINCT n FROM unnest($1::varchar(50)[]) AS x(n)
-	WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = x.n)
-), registered AS (
-	INSERT INTO event_names (name) SELECT n FROM missing ORDER BY n
-	ON CONFLICT (name) DO NOTHING
-)
-SELECT (SELECT relkind FROM pg_class WHERE oid = 'unique_user_events'::regclass) = 'v'`
+// registerMissingSQL registers the names of $1 that event_names lacks:
+// only those, since ON CONFLICT still consumes ids and the seen-cache's
+// bitmaps grow with the largest id. The compact statements take a name's
+// id, so a name is registered before its pair is written.
+const registerMissingSQL = `
+INSERT INTO event_names (name)
+SELECT n FROM unnest($1::varchar(50)[]) AS x(n)
+WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = x.n)
+ORDER BY n
+ON CONFLICT (name) DO NOTHING`
 
-// preparePairs registers names in event_names and reports whether the
-// install has the compact layout.
-func preparePairs(ctx context.Context, db DBTX, names []string) (compact bool, err error) {
+// layoutIDsSQL reports whether the pairs are compact, and the names of
+// $1 that event_names holds with their ids. Run after registerMissingSQL
+// as a statement of its own, it sees the names that one inserted or found
+// inserted by a concurrent transaction (which ON CONFLICT waited for).
+const layoutIDsSQL = `
+SELECT (SELECT relkind FROM pg_class WHERE oid = 'unique_user_events'::regclass) = 'v',
+       coalesce(array_agg(name::text), '{}'), coalesce(array_agg(id), '{}')
+FROM event_names WHERE name = ANY($1::varchar(50)[])`
+
+// preparePairs registers names in event_names and returns whether the
+// install has the compact layout and every name's id, in one round trip
+// of two plain statements (no data-modifying WITH: Citus runs these on a
+// reference table).
+func preparePairs(ctx context.Context, db DBTX, names []string) (compact bool, ids map[string]int32, err error) {
 	names = slices.Compact(slices.Sorted(slices.Values(names)))
-	if err := db.QueryRow(ctx, preparePairsSQL, names).Scan(&compact); err != nil {
-		return false, fmt.Errorf("pair table layout: %w", err)
+	batch := &pgx.Batch{}
+	batch.Queue(registerMissingSQL, names)
+	batch.Queue(layoutIDsSQL, names)
+	results := db.SendBatch(ctx, batch)
+	var (
+		known  []string
+		values []int32
+	)
+	if _, err = results.Exec(); err == nil {
+		err = results.QueryRow().Scan(&compact, &known, &values)
 	}
-	return compact, nil
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("pair table layout: %w", err)
+	}
+	ids = make(map[string]int32, len(known))
+	for i, n := range known {
+		ids[n] = values[i]
+	}
+	return compact, ids, nil
 }

@@ -3,9 +3,13 @@ package store_test
 import (
 	"context"
 	"log/slog"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -175,4 +179,70 @@ func checkDrainStatements(t *testing.T, st *store.Store, user uum.UUID) {
 	drift, err := st.ReconcileTotals(ctx, true)
 	require.NoError(t, err)
 	require.Empty(t, drift)
+}
+
+// TestDrainPairInsertCitusForms holds the drain's pair insert on the
+// compact layout to the forms docs/scaling.md says Citus runs: no
+// data-modifying WITH in any statement, and the insert into the
+// distributed unique_user_pairs neither a WITH nor a join to event_names.
+func TestDrainPairInsertCitusForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(t)
+	st := store.New(pool)
+	user := uum.NewUUID()
+	pairs := dbtest.Undated(uum.Pair{UserID: user, Name: "citus_a"}, uum.Pair{UserID: user, Name: "citus_b"})
+	for range 2 { // the second time inserts nothing, and counts nothing
+		rec := &recorder{}
+		require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error {
+			rec.DBTX = tx
+			_, err := store.InsertPairs(ctx, rec, pairs)
+			return err
+		}))
+		pairInserts := 0
+		for _, sql := range rec.sql {
+			require.NotRegexp(t, dmlInWith, sql, "a data-modifying WITH")
+			if strings.Contains(sql, "INSERT INTO unique_user_pairs") {
+				pairInserts++
+				require.NotContains(t, sql, "WITH", "the pair insert is a plain INSERT")
+				require.NotContains(t, sql, "event_names", "ids are resolved before the pair insert")
+			}
+		}
+		require.Equal(t, 1, pairInserts, "statements sent: %q", rec.sql)
+	}
+	counts, err := st.UniqueCounts(ctx, "citus_a")
+	require.NoError(t, err)
+	require.Equal(t, []uum.Count{{EventName: "citus_a", UniqueUsers: 1}}, counts)
+}
+
+// dmlInWith matches a WITH query whose body is an INSERT, UPDATE or
+// DELETE.
+var dmlInWith = regexp.MustCompile(`(?i)\bAS\s*\(\s*(INSERT|UPDATE|DELETE)\b`)
+
+// recorder is a DBTX that records the SQL it is sent, batches included.
+type recorder struct {
+	store.DBTX
+	sql []string
+}
+
+func (r *recorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	r.sql = append(r.sql, sql)
+	return r.DBTX.Exec(ctx, sql, args...)
+}
+
+func (r *recorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	r.sql = append(r.sql, sql)
+	return r.DBTX.Query(ctx, sql, args...)
+}
+
+func (r *recorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	r.sql = append(r.sql, sql)
+	return r.DBTX.QueryRow(ctx, sql, args...)
+}
+
+func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		r.sql = append(r.sql, q.SQL)
+	}
+	return r.DBTX.SendBatch(ctx, b)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,11 +21,13 @@ import (
 )
 
 // DBTX is what the queries need: satisfied by *pgxpool.Pool, *pgx.Conn and
-// pgx.Tx, so callers own the transaction.
+// pgx.Tx, so callers own the transaction. SendBatch sends statements that
+// do not depend on each other's results in one round trip.
 type DBTX interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Store runs the queries on a pool.
@@ -80,25 +83,34 @@ WITH inserted AS (
 )` + countNewSQL + `
 SELECT user_id, event_name FROM inserted`
 
-// insertCompactSQL is insertPairsSQL on the compact layout: the pairs go
-// into unique_user_pairs under their names' ids (preparePairs registered
-// them), in (user, id) order, and inserted names them again for
-// countNewSQL.
+// insertCompactSQL is the pair insert of the compact layout, the first
+// of its two steps: a plain INSERT from the arrays, the names' ids
+// resolved by preparePairs, in key order, first-seen times as in
+// insertPairsSQL. It has no WITH and no join, so on Citus, with
+// unique_user_pairs distributed by user_id, each row's conflict is
+// settled on its own shard; the rows it returns are counted by
+// countInserted, in the same transaction.
 const insertCompactSQL = `
-WITH added AS (
-	INSERT INTO unique_user_pairs (user_id, created_at, event_id)
-	SELECT u, least(coalesce(t, now()), now()), e.id
-	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(u, n, t)
-	JOIN event_names e ON e.name = x.n
-	ORDER BY u, e.id
-	ON CONFLICT DO NOTHING
-	RETURNING user_id, event_id, created_at
-), inserted AS (
-	SELECT a.user_id, e.name AS event_name, a.created_at FROM added a JOIN event_names e ON e.id = a.event_id
-), first_seen AS (
-	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
-)` + countNewSQL + `
-SELECT user_id, event_name FROM inserted`
+INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+SELECT u, least(coalesce(t, now()), now()), e
+FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS x(u, t, e)
+ORDER BY u, e
+ON CONFLICT DO NOTHING
+RETURNING user_id, event_id, created_at`
+
+// addTotalsSQL and addNewDaysSQL are countNewSQL as two plain statements
+// over the inserted pairs sent back as arrays (names $1, first-seen
+// times $2): the second step of the compact layout's pair insert, on
+// tables Citus keeps on the coordinator. Totals first, then days, each in
+// name (and day) order, as countNewSQL locks them.
+const (
+	addTotalsSQL = `
+WITH inserted AS (SELECT n AS event_name FROM unnest($1::varchar(50)[]) AS x(n))` + addTotalsOfSQL
+	addNewDaysSQL = `
+WITH first_seen AS (
+	SELECT n AS event_name, at, 1 AS delta FROM unnest($1::varchar(50)[], $2::timestamptz[]) AS x(n, at)
+)` + byDaySQL + addDaysSQL
+)
 
 // countNewSQL continues a WITH over two relations: inserted (the new
 // pairs, by event_name) and first_seen (event_name, at, delta: +1 for a
@@ -106,13 +118,18 @@ SELECT user_id, event_name FROM inserted`
 // the new pairs to unique_event_totals and the deltas to unique_event_days,
 // by UTC day and hour. Each upsert writes one row per event (day) in name
 // (and day) order, so concurrent writers lock rows in one order.
-const countNewSQL = `, totals AS (
+const countNewSQL = `, totals AS (` + addTotalsOfSQL + `
+)` + byDaySQL + `, days AS (` + addDaysSQL + `
+)`
+
+// addTotalsOfSQL adds the rows of inserted (event_name) to
+// unique_event_totals, one upsert per event in name order, so concurrent
+// writers lock rows in one order.
+const addTotalsOfSQL = `
 	INSERT INTO unique_event_totals AS t (event_name, unique_users)
 	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
 	ON CONFLICT (event_name) DO UPDATE
-	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()
-)` + byDaySQL + `, days AS (` + addDaysSQL + `
-)`
+	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()`
 
 // addDaysSQL adds the rows of by_day (event_name, day, new_users, by_hour)
 // to unique_event_days, one upsert per (event, day) in name and day order,
@@ -166,15 +183,14 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 		users[i], names[i] = p.UserID, p.Name
 		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
 	}
-	compact, err := preparePairs(ctx, db, names)
+	compact, ids, err := preparePairs(ctx, db, names)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
-	query := insertPairsSQL
 	if compact {
-		query = insertCompactSQL
+		return insertCompact(ctx, db, users, names, times, ids)
 	}
-	rows, err := db.Query(ctx, query, users, names, times)
+	rows, err := db.Query(ctx, insertPairsSQL, users, names, times)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
@@ -188,6 +204,60 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
 	return inserted, nil
+}
+
+// insertCompact is InsertPairs on the compact layout: the pair insert
+// (insertCompactSQL) under the names' ids, then the totals and days of
+// the pairs it returned (countInserted).
+func insertCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, times []pgtype.Timestamptz, ids map[string]int32) ([]uum.Pair, error) {
+	events := make([]int32, len(names))
+	byID := make(map[int32]string, len(ids))
+	for i, n := range names {
+		id, ok := ids[n]
+		if !ok {
+			return nil, fmt.Errorf("insert pairs: event name %q has no id", n)
+		}
+		events[i], byID[id] = id, n
+	}
+	rows, err := db.Query(ctx, insertCompactSQL, users, times, events)
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	inserted := make([]uum.Pair, 0, len(names))
+	var (
+		user [16]byte
+		id   int32
+		at   time.Time
+		ats  []time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&user, &id, &at}, func() error {
+		inserted = append(inserted, uum.Pair{UserID: user, Name: byID[id]})
+		ats = append(ats, at)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	if err := countInserted(ctx, db, inserted, ats); err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	return inserted, nil
+}
+
+// countInserted adds the inserted pairs, first seen at ats, to the totals
+// and the days, in one round trip.
+func countInserted(ctx context.Context, db DBTX, inserted []uum.Pair, ats []time.Time) error {
+	if len(inserted) == 0 {
+		return nil
+	}
+	names := make([]string, len(inserted))
+	for i, p := range inserted {
+		names[i] = p.Name
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(addTotalsSQL, names)
+	batch.Queue(addNewDaysSQL, names, ats)
+	return db.SendBatch(ctx, batch).Close()
 }
 
 // compareDated orders dated pairs as comparePairs orders their pairs.
