@@ -46,14 +46,14 @@ func (b *countingBundle) activeEntities(t *testing.T) []string {
 	return out
 }
 
-// TestTransitionSafeCounters runs the seed 001 flows with a buffer of 1
-// and of 4 shards, with the same expectations: tracked events are pushed
+// TestTransitionSafeCounters runs the seed 001 flows with a buffer of 1,
+// 4 and 16 shards, with the same expectations: tracked events are pushed
 // to shard 0 whatever the count (Track's route) and keep one order, so
 // the counters come out identical, while other users' events spread
 // over the shards and drain beside them.
 func TestTransitionSafeCounters(t *testing.T) {
 	t.Parallel()
-	for _, shards := range []int{1, 4} {
+	for _, shards := range []int{1, 4, 16} {
 		t.Run(fmt.Sprintf("Shards%d", shards), func(t *testing.T) {
 			t.Parallel()
 			transitionSafeCounters(t, shards)
