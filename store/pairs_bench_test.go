@@ -43,8 +43,13 @@ import (
 // partition cost against the whole table, in ms, and the bytes a row
 // takes with the key rebuilt 90 % full (the default) and 100 % full.
 // UUM_BENCH_BATCHES (default 200) is the batches per layout and size,
-// UUM_BENCH_BATCH_SIZE (default 1000) the pairs a batch: at most the
-// drain's UUM_BATCH_SIZE events (500 by default), all new pairs. Each figure's log line carries the load average: on a
+// UUM_BENCH_BATCH_SIZE (default 1000; a list measures each in turn, on the
+// same grown tables) the pairs a batch: at most the drain's UUM_BATCH_SIZE
+// events (500 by default), all new pairs. A fresh table takes in
+// batches × size pairs, so keep that product equal across sizes to
+// compare them. UUM_BENCH_CHECKPOINT=1 adds, at each size, a measurement
+// right after a CHECKPOINT: every key page's first change then writes a
+// full-page image to the WAL. Each figure's log line carries the load average: on a
 // shared machine only ratios within one run compare.
 func BenchmarkPairTable(b *testing.B) {
 	sizes, err := intList("UUM_BENCH_PAIR_ROWS", "0")
@@ -59,26 +64,35 @@ func BenchmarkPairTable(b *testing.B) {
 	if err != nil || len(batches) != 1 || batches[0] < 1 {
 		b.Fatalf("UUM_BENCH_BATCHES: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCHES"))
 	}
-	batchSize, err := intList("UUM_BENCH_BATCH_SIZE", "1000")
-	if err != nil || len(batchSize) != 1 || batchSize[0] < 1 {
-		b.Fatalf("UUM_BENCH_BATCH_SIZE: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCH_SIZE"))
+	batchSizes, err := intList("UUM_BENCH_BATCH_SIZE", "1000")
+	if err != nil || slices.Contains(batchSizes, 0) {
+		b.Fatalf("UUM_BENCH_BATCH_SIZE: must be a list of positive integers, got %q", os.Getenv("UUM_BENCH_BATCH_SIZE"))
 	}
+	checkpoint := os.Getenv("UUM_BENCH_CHECKPOINT") == "1"
 	sizes = slices.DeleteFunc(slices.Sorted(slices.Values(sizes)), func(n int) bool { return n == 0 })
 	for b.Loop() {
 		layouts := make([]*pairLayout, len(parts))
 		for i, p := range parts {
 			layouts[i] = newPairLayout(b, p)
 		}
-		measurePairs(b, layouts, batches[0], batchSize[0], 0)
+		for _, bs := range batchSizes {
+			measurePairs(b, layouts, batches[0], bs, 0, len(batchSizes) > 1, "")
+		}
 		rows := 0
 		for _, size := range sizes {
 			growPairs(b, layouts, rows, size)
 			rows = size
-			for _, l := range layouts {
-				l.fresh = newPairLayout(b, l.parts)
-				l.fresh.name += "-fresh"
+			for _, bs := range batchSizes {
+				freshTwins(b, layouts)
+				measurePairs(b, layouts, batches[0], bs, size, len(batchSizes) > 1, "")
 			}
-			measurePairs(b, layouts, batches[0], batchSize[0], size)
+			if checkpoint {
+				if _, err := layouts[0].pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
+					b.Fatal(err)
+				}
+				freshTwins(b, layouts)
+				measurePairs(b, layouts, batches[0], batchSizes[0], size, len(batchSizes) > 1, "-after-checkpoint")
+			}
 		}
 		if rows > 0 {
 			for _, l := range layouts {
@@ -94,16 +108,16 @@ type pairLayout struct {
 	parts int    // 0: plain
 	pool  *pgxpool.Pool
 	st    *store.Store
-	empty float64 // pairs/s into the empty table
-	rate  float64 // pairs/s in the last measurement
-	wal   float64 // bytes of WAL a pair in the last measurement
+	empty map[int]float64 // pairs/s into the empty table, by batch size
+	rate  float64         // pairs/s in the last measurement
+	wal   float64         // bytes of WAL a pair in the last measurement
 	// fresh is an empty twin taking turns with the grown table, so that
 	// the ratio of the two saw the same load.
 	fresh *pairLayout
 }
 
 func newPairLayout(b *testing.B, parts int) *pairLayout {
-	l := &pairLayout{name: "plain", parts: parts}
+	l := &pairLayout{name: "plain", parts: parts, empty: map[int]float64{}}
 	if parts == 0 {
 		l.pool = dbtest.PlainSchema(b)
 	} else {
@@ -131,11 +145,20 @@ func growPairs(b *testing.B, layouts []*pairLayout, rows, size int) {
 	b.Logf("grew %d layouts from %d to %d rows in %s", len(layouts), rows, size, time.Since(start).Round(time.Second))
 }
 
-// measurePairs commits batches new pairs into each layout and its fresh
-// twin, taking turns (the first layout changes each round), and reports
-// each one's pairs/s at size rows, against the empty table measured before
-// the growth and against the fresh twin measured in turns with it.
-func measurePairs(b *testing.B, grown []*pairLayout, batches, batch, size int) {
+// freshTwins gives each layout a new empty twin to take turns with.
+func freshTwins(b *testing.B, layouts []*pairLayout) {
+	for _, l := range layouts {
+		l.fresh = newPairLayout(b, l.parts)
+		l.fresh.name += "-fresh"
+	}
+}
+
+// measurePairs commits batches of batch new pairs into each layout and
+// its fresh twin, taking turns (the first layout changes each round), and
+// reports each one's pairs/s at size rows, against the empty table
+// measured before the growth and against the fresh twin measured in turns
+// with it. The metrics' names carry the batch size when bySize, and note.
+func measurePairs(b *testing.B, grown []*pairLayout, batches, batch, size int, bySize bool, note string) {
 	layouts := slices.Clone(grown)
 	for _, l := range grown {
 		if l.fresh != nil {
@@ -143,24 +166,29 @@ func measurePairs(b *testing.B, grown []*pairLayout, batches, batch, size int) {
 		}
 	}
 	commitPairs(b, layouts, batches, batch)
-	at := sizeName(size)
+	at := sizeName(size) + note
 	for _, l := range grown {
-		b.ReportMetric(l.rate, "pairs/s-"+at+"-"+l.name)
-		b.ReportMetric(l.wal, "WAL-B/pair-"+at+"-"+l.name)
+		label := at + "-" + l.name
+		if bySize {
+			label += "-b" + strconv.Itoa(batch)
+		}
+		b.ReportMetric(l.rate, "pairs/s-"+label)
+		b.ReportMetric(l.wal, "WAL-B/pair-"+label)
 		if size == 0 {
-			l.empty = l.rate
-			b.Logf("%s empty: %.0f pairs/s, %.0f B of WAL a pair (load %s)", l.name, l.rate, l.wal, loadAvg())
+			l.empty[batch] = l.rate
+			b.Logf("%s empty, batches of %d: %.0f pairs/s, %.0f B of WAL a pair (load %s)", l.name, batch, l.rate, l.wal, loadAvg())
 			continue
 		}
-		b.ReportMetric(100*l.rate/l.empty, "%-of-empty-"+at+"-"+l.name)
-		b.ReportMetric(l.fresh.rate, "pairs/s-fresh-"+at+"-"+l.name)
-		b.ReportMetric(100*l.rate/l.fresh.rate, "%-of-fresh-"+at+"-"+l.name)
+		empty := l.empty[batch]
+		b.ReportMetric(100*l.rate/empty, "%-of-empty-"+label)
+		b.ReportMetric(l.fresh.rate, "pairs/s-fresh-"+label)
+		b.ReportMetric(100*l.rate/l.fresh.rate, "%-of-fresh-"+label)
 		heap, key := l.bytesPerRow(b)
-		b.ReportMetric(heap+key, "B/row-"+at+"-"+l.name)
-		b.ReportMetric(key, "key-B/row-"+at+"-"+l.name)
-		b.Logf("%s at %s rows: %.0f pairs/s (%.0f %% of empty; %.0f %% of %.0f into a fresh table in turns), "+
+		b.ReportMetric(heap+key, "B/row-"+label)
+		b.ReportMetric(key, "key-B/row-"+label)
+		b.Logf("%s at %s rows, batches of %d: %.0f pairs/s (%.0f %% of empty; %.0f %% of %.0f into a fresh table in turns), "+
 			"%.1f B/row (heap %.1f, key %.1f), %.0f B of WAL a pair (fresh %.0f) (load %s)",
-			l.name, at, l.rate, 100*l.rate/l.empty, 100*l.rate/l.fresh.rate, l.fresh.rate,
+			l.name, at, batch, l.rate, 100*l.rate/empty, 100*l.rate/l.fresh.rate, l.fresh.rate,
 			heap+key, heap, key, l.wal, l.fresh.wal, loadAvg())
 	}
 }
@@ -173,9 +201,11 @@ func commitPairs(b *testing.B, layouts []*pairLayout, batches, batch int) {
 	spent := make([]time.Duration, len(layouts))
 	wal := make([]float64, len(layouts)) // bytes of WAL written during the commits
 	pairs := make([]uum.Pair, batch)
-	for round := range batches {
+	// Round -1 is a warm-up, untimed: a fresh twin's first batch opens its
+	// partitions and prepares the statements on a new connection.
+	for round := -1; round < batches; round++ {
 		for k := range layouts {
-			i := (round + k) % len(layouts)
+			i := (round + 1 + k) % len(layouts)
 			for j := range pairs {
 				pairs[j] = uum.Pair{UserID: uum.NewUUID(), Name: names[j%len(names)]}
 			}
@@ -185,10 +215,13 @@ func commitPairs(b *testing.B, layouts []*pairLayout, batches, batch int) {
 			}
 			start := time.Now()
 			res, err := dbtest.Commit(ctx, layouts[i].st, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
-			spent[i] += time.Since(start)
 			if err != nil {
 				b.Fatal(err)
 			}
+			if round < 0 {
+				continue
+			}
+			spent[i] += time.Since(start)
 			var written float64
 			if err := layouts[i].pool.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, lsn).Scan(&written); err != nil {
 				b.Fatal(err)
