@@ -213,6 +213,24 @@ func TestDrainPairInsertCitusForms(t *testing.T) {
 	counts, err := st.UniqueCounts(ctx, "citus_a")
 	require.NoError(t, err)
 	require.Equal(t, []uum.Count{{EventName: "citus_a", UniqueUsers: 1}}, counts)
+
+	// The counts of dated pairs land on their UTC days and hours.
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	dated := []store.DatedPair{
+		{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "citus_h"}, CreatedAt: day.Add(5*time.Hour + 10*time.Minute)},
+		{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "citus_h"}, CreatedAt: day.Add(5*time.Hour + 50*time.Minute)},
+		{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "citus_h"}, CreatedAt: day.Add(47*time.Hour + 30*time.Minute)},
+	}
+	_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dated})
+	require.NoError(t, err)
+	days, err := st.EventDays(ctx, "citus_h", day, day.AddDate(0, 0, 1), true)
+	require.NoError(t, err)
+	require.Len(t, days.Days, 2)
+	require.Equal(t, [2]int64{2, 1}, [2]int64{days.Days[0].ByHour[5], days.Days[1].ByHour[23]})
+	require.Equal(t, int64(3), days.Total)
+	drift, err := st.ReconcileTotals(ctx, true)
+	require.NoError(t, err)
+	require.Empty(t, drift)
 }
 
 // dmlInWith matches a WITH query whose body is an INSERT, UPDATE or

@@ -99,16 +99,18 @@ ON CONFLICT DO NOTHING
 RETURNING user_id, event_id, created_at`
 
 // addTotalsSQL and addNewDaysSQL are countNewSQL as two plain statements
-// over the inserted pairs sent back as arrays (names $1, first-seen
-// times $2): the second step of the compact layout's pair insert, on
-// tables Citus keeps on the coordinator. Totals first, then days, each in
-// name (and day) order, as countNewSQL locks them.
+// over the inserted pairs counted in Go and sent back as arrays: per event
+// (names $1, new pairs $2), and per event and UTC hour (names $1, hours
+// $2, new pairs $3). They are the second step of the compact layout's
+// pair insert, on tables Citus keeps on the coordinator. Totals first,
+// then days, each in name (and day) order, as countNewSQL locks them.
 const (
 	addTotalsSQL = `
-WITH inserted AS (SELECT n AS event_name FROM unnest($1::varchar(50)[]) AS x(n))` + addTotalsOfSQL
+	INSERT INTO unique_event_totals AS t (event_name, unique_users)
+	SELECT n, c FROM unnest($1::varchar(50)[], $2::bigint[]) AS x(n, c) ORDER BY n` + upsertTotalsSQL
 	addNewDaysSQL = `
 WITH first_seen AS (
-	SELECT n AS event_name, at, 1 AS delta FROM unnest($1::varchar(50)[], $2::timestamptz[]) AS x(n, at)
+	SELECT n AS event_name, at, c AS delta FROM unnest($1::varchar(50)[], $2::timestamptz[], $3::bigint[]) AS x(n, at, c)
 )` + byDaySQL + addDaysSQL
 )
 
@@ -127,7 +129,11 @@ const countNewSQL = `, totals AS (` + addTotalsOfSQL + `
 // writers lock rows in one order.
 const addTotalsOfSQL = `
 	INSERT INTO unique_event_totals AS t (event_name, unique_users)
-	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name
+	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name` + upsertTotalsSQL
+
+// upsertTotalsSQL ends an insert into unique_event_totals: new users add
+// to an event's total.
+const upsertTotalsSQL = `
 	ON CONFLICT (event_name) DO UPDATE
 	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()`
 
@@ -245,18 +251,33 @@ func insertCompact(ctx context.Context, db DBTX, users [][16]byte, names []strin
 }
 
 // countInserted adds the inserted pairs, first seen at ats, to the totals
-// and the days, in one round trip.
+// and the days, in one round trip. It counts them per event and per event
+// and UTC hour first, so the statements get a few rows, not one a pair.
 func countInserted(ctx context.Context, db DBTX, inserted []uum.Pair, ats []time.Time) error {
 	if len(inserted) == 0 {
 		return nil
 	}
-	names := make([]string, len(inserted))
+	type hour struct {
+		name string
+		at   time.Time
+	}
+	perName, perHour := map[string]int64{}, map[hour]int64{}
 	for i, p := range inserted {
-		names[i] = p.Name
+		perName[p.Name]++
+		perHour[hour{p.Name, ats[i].UTC().Truncate(time.Hour)}]++
+	}
+	names, counts := make([]string, 0, len(perName)), make([]int64, 0, len(perName))
+	for n, c := range perName {
+		names, counts = append(names, n), append(counts, c)
+	}
+	hourNames := make([]string, 0, len(perHour))
+	hours, hourCounts := make([]time.Time, 0, len(perHour)), make([]int64, 0, len(perHour))
+	for h, c := range perHour {
+		hourNames, hours, hourCounts = append(hourNames, h.name), append(hours, h.at), append(hourCounts, c)
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(addTotalsSQL, names)
-	batch.Queue(addNewDaysSQL, names, ats)
+	batch.Queue(addTotalsSQL, names, counts)
+	batch.Queue(addNewDaysSQL, hourNames, hours, hourCounts)
 	return db.SendBatch(ctx, batch).Close()
 }
 
