@@ -23,7 +23,7 @@ import (
 // the pair (user, "old"), first seen 2026-01-02 03:04:05 UTC.
 func plainSchema(t *testing.T, user uum.UUID) *pgxpool.Pool {
 	t.Helper()
-	pool := dbtest.PlainSchema(t)
+	pool, _ := dbtest.PlainSchema(t)
 	seedOldPair(t, pool, user)
 	return pool
 }

@@ -119,7 +119,7 @@ type pairLayout struct {
 func newPairLayout(b *testing.B, parts int) *pairLayout {
 	l := &pairLayout{name: "plain", parts: parts, empty: map[int]float64{}}
 	if parts == 0 {
-		l.pool = dbtest.PlainSchema(b)
+		l.pool, _ = dbtest.PlainSchema(b)
 	} else {
 		l.name = fmt.Sprintf("p%d", parts)
 		l.pool, _ = dbtest.EmptySchema(b)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -96,32 +97,53 @@ func Schema(t testing.TB) (*pgxpool.Pool, string) {
 
 // PlainSchema is Schema as an install made before the compact pair table
 // (migration 00009) has it after upgrading: one that held pairs keeps its
-// plain unique_user_events table. It holds no pairs.
-func PlainSchema(tb testing.TB) *pgxpool.Pool {
+// plain unique_user_events table. The install held pairs (none without
+// them: a placeholder is stored for the upgrade and deleted after it),
+// each first seen at its CreatedAt (the upgrade's time if zero), with
+// their totals, and the day counts migration 00008 computed from them.
+// It returns the pool and the schema's URL, as Schema does.
+func PlainSchema(tb testing.TB, pairs ...store.DatedPair) (*pgxpool.Pool, string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, _ := EmptySchema(tb)
+	pool, u := EmptySchema(tb)
+	seed := pairs
+	if len(seed) == 0 {
+		seed = []store.DatedPair{{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "placeholder"}}}
+	}
+	users := make([][16]byte, len(seed))
+	names := make([]string, len(seed))
+	times := make([]pgtype.Timestamptz, len(seed))
+	for i, p := range seed {
+		users[i], names[i] = p.UserID, p.Name
+		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
 		goose.WithDisableGlobalRegistry(true), goose.WithTableName(migrations.VersionTable))
 	if err == nil {
-		_, err = p.UpTo(ctx, 8)
+		_, err = p.UpTo(ctx, 7) // 00008 computes the day counts of the pairs
 	}
 	if err == nil {
-		_, err = pool.Exec(ctx, `INSERT INTO unique_user_events (user_id, event_name) VALUES (gen_random_uuid(), 'placeholder')`)
+		_, err = pool.Exec(ctx, `INSERT INTO unique_user_events (user_id, event_name, created_at)
+			SELECT u, n, coalesce(c, now()) FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(u, n, c)`,
+			users, names, times)
+	}
+	if err == nil {
+		_, err = pool.Exec(ctx, `INSERT INTO unique_event_totals (event_name, unique_users)
+			SELECT event_name, count(*) FROM unique_user_events GROUP BY 1`)
 	}
 	if err == nil {
 		err = migrations.Apply(ctx, pool, slog.New(slog.DiscardHandler))
 	}
-	if err == nil {
-		_, err = pool.Exec(ctx, `DELETE FROM unique_user_events`)
+	if err == nil && len(pairs) == 0 {
+		_, err = pool.Exec(ctx, `DELETE FROM unique_user_events; DELETE FROM unique_event_totals; DELETE FROM unique_event_days`)
 	}
 	if err != nil {
 		tb.Fatalf("plain schema: %v", err)
 	}
-	return pool
+	return pool, u
 }
 
 // EmptySchema is Schema without the migrations.
