@@ -50,6 +50,12 @@ func defaultConfig() config.Processor {
 func setup(t testing.TB, newRedis func(testing.TB) (*redis.Client, string)) *testBundle {
 	t.Helper()
 	pool, _ := dbtest.Schema(t)
+	return setupOn(t, pool, newRedis)
+}
+
+// setupOn is setup on the schema of pool (dbtest.PlainSchema's, say).
+func setupOn(t testing.TB, pool *pgxpool.Pool, newRedis func(testing.TB) (*redis.Client, string)) *testBundle {
+	t.Helper()
 	rdb, prefix := newRedis(t)
 	st := store.New(pool)
 	return &testBundle{

@@ -70,13 +70,19 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // or later (a producer's clock ahead of the database's cannot date a pair
 // in the future). In the same statement it adds the ones it inserted to
 // the totals and to their day's and hour's new users (countNewSQL), so
-// the counts can never disagree with the rows.
+// the counts can never disagree with the rows. It is the plain layout's;
+// the conflict target is named so that it fails (42P10, not a rejection
+// of the data) if uum_use_compact_pairs() put the view in the table's
+// place after preparePairs read the layout: the view's trigger would
+// insert a pair that exists without ON CONFLICT, a unique violation that
+// the drain takes for data at fault and dead-letters. The drain fails
+// instead, and its retry writes the compact layout.
 const insertPairsSQL = `
 WITH inserted AS (
 	INSERT INTO unique_user_events (user_id, event_name, created_at)
 	SELECT u, n, least(coalesce(t, now()), now())
 	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(u, n, t)
-	ON CONFLICT DO NOTHING
+	ON CONFLICT (user_id, event_name) DO NOTHING
 	RETURNING user_id, event_name, created_at
 ), first_seen AS (
 	SELECT event_name, created_at AS at, 1 AS delta FROM inserted
