@@ -42,7 +42,12 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	stack := testenv.New(t)
+	return setupOn(t, testenv.New(t))
+}
+
+// setupOn is setup on stack (testenv.NewPlain's, say).
+func setupOn(t *testing.T, stack testenv.Stack) *testBundle {
+	t.Helper()
 	stack.Env["UUM_API_TOKENS"] = "ingest:" + ingestToken + ",read:" + readToken
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)

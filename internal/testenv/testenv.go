@@ -68,6 +68,16 @@ func New(t testing.TB) Stack {
 	return newStack(pool, dbURL, rdb, prefix, redistest.URL())
 }
 
+// NewPlain is New on an install made before the compact pair table
+// that kept its plain unique_user_events table, holding pairs
+// (dbtest.PlainSchema).
+func NewPlain(t testing.TB, pairs ...store.DatedPair) Stack {
+	t.Helper()
+	pool, dbURL := dbtest.PlainSchema(t, pairs...)
+	rdb, prefix := redistest.Real(t)
+	return newStack(pool, dbURL, rdb, prefix, redistest.URL())
+}
+
 // NewExclusive is New on a redis-server of the test's own
 // (redistest.Server), for asynq, whose keys cannot be prefixed.
 func NewExclusive(t testing.TB) Stack {
