@@ -46,8 +46,8 @@ import (
 // UUM_BENCH_BATCH_SIZE (default 1000; a list measures each in turn, on the
 // same grown tables) the pairs a batch: at most the drain's UUM_BATCH_SIZE
 // events (500 by default), all new pairs. A fresh table takes in
-// batches × size pairs, so keep that product equal across sizes to
-// compare them. UUM_BENCH_CHECKPOINT=1 adds, at each size, a measurement
+// batches × size pairs, so keep that product equal across batch sizes to
+// compare them: UUM_BENCH_BATCHES may list one count per batch size. UUM_BENCH_CHECKPOINT=1 adds, at each size, a measurement
 // right after a CHECKPOINT: every key page's first change then writes a
 // full-page image to the WAL. Each figure's log line carries the load average: on a
 // shared machine only ratios within one run compare.
@@ -60,13 +60,16 @@ func BenchmarkPairTable(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	batches, err := intList("UUM_BENCH_BATCHES", "200")
-	if err != nil || len(batches) != 1 || batches[0] < 1 {
-		b.Fatalf("UUM_BENCH_BATCHES: must be a positive integer, got %q", os.Getenv("UUM_BENCH_BATCHES"))
-	}
 	batchSizes, err := intList("UUM_BENCH_BATCH_SIZE", "1000")
 	if err != nil || slices.Contains(batchSizes, 0) {
 		b.Fatalf("UUM_BENCH_BATCH_SIZE: must be a list of positive integers, got %q", os.Getenv("UUM_BENCH_BATCH_SIZE"))
+	}
+	batches, err := intList("UUM_BENCH_BATCHES", "200")
+	if len(batches) == 1 {
+		batches = slices.Repeat(batches, len(batchSizes))
+	}
+	if err != nil || slices.Contains(batches, 0) || len(batches) != len(batchSizes) {
+		b.Fatalf("UUM_BENCH_BATCHES: must be a positive integer, or one for each batch size, got %q", os.Getenv("UUM_BENCH_BATCHES"))
 	}
 	checkpoint := os.Getenv("UUM_BENCH_CHECKPOINT") == "1"
 	sizes = slices.DeleteFunc(slices.Sorted(slices.Values(sizes)), func(n int) bool { return n == 0 })
@@ -75,16 +78,16 @@ func BenchmarkPairTable(b *testing.B) {
 		for i, p := range parts {
 			layouts[i] = newPairLayout(b, p)
 		}
-		for _, bs := range batchSizes {
-			measurePairs(b, layouts, batches[0], bs, 0, len(batchSizes) > 1, "")
+		for i, bs := range batchSizes {
+			measurePairs(b, layouts, batches[i], bs, 0, len(batchSizes) > 1, "")
 		}
 		rows := 0
 		for _, size := range sizes {
 			growPairs(b, layouts, rows, size)
 			rows = size
-			for _, bs := range batchSizes {
+			for i, bs := range batchSizes {
 				freshTwins(b, layouts)
-				measurePairs(b, layouts, batches[0], bs, size, len(batchSizes) > 1, "")
+				measurePairs(b, layouts, batches[i], bs, size, len(batchSizes) > 1, "")
 			}
 			if checkpoint {
 				if _, err := layouts[0].pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
