@@ -459,7 +459,7 @@ func TestRunServiceHealth(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(metrics, `uum_unique_user_metrics_event_total{event_name="mhv_rx_accessed"} 1`) &&
 			strings.Contains(metrics, `uum_pipeline_processing_seconds_bucket{le="+Inf"} 1`)
 	}, 20*time.Second, 50*time.Millisecond, "a drain's DogStatsD counts reach /metrics")
-	for _, want := range []string{"uum_processor_job_iterations ", "# TYPE uum_processor_job_job_duration_seconds histogram",
+	for _, want := range []string{`uum_processor_job_iterations{shard=""} `, "# TYPE uum_processor_job_job_duration_seconds histogram",
 		`uum_pipeline_processing_seconds_bucket{le="+Inf"} 1`, `uum_up{dependency="redis"} 1`, `uum_up{dependency="postgres"} 1`,
 		"uum_pipeline_events_total 1", "go_goroutines ", "process_resident_memory_bytes "} {
 		require.Contains(t, metrics, want)

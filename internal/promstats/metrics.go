@@ -45,6 +45,13 @@ type Metric struct {
 	Help   string
 }
 
+// shardLabel is the label of a run's gauges: each buffer shard's drainer
+// (processor.ShardStats, tag shard:N) sets its own, so the series of one
+// shard is not overwritten by another's run. It is empty (no label)
+// without shards; config.MaxBufferShards (1,024) bounds its values.
+// Counters and histograms add every shard's calls up instead.
+var shardLabel = []string{"shard"}
+
 // Bucket sets of the histograms, in seconds.
 var (
 	runBuckets  = []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800}
@@ -57,24 +64,24 @@ var (
 var Metrics = []Metric{
 	{Statsd: processor.MetricEvent, Name: "uum_unique_user_metrics_event_total", Kind: Counter, Labels: []string{"event_name"},
 		Help: "New (user, event) pairs committed, per event name."},
-	{Statsd: processor.MetricIterations, Name: "uum_processor_job_iterations", Kind: Gauge,
+	{Statsd: processor.MetricIterations, Name: "uum_processor_job_iterations", Kind: Gauge, Labels: shardLabel,
 		Help: "Iterations of the last drain run with at least one."},
-	{Statsd: processor.MetricEventsProcessed, Name: "uum_processor_job_total_events_processed", Kind: Gauge,
+	{Statsd: processor.MetricEventsProcessed, Name: "uum_processor_job_total_events_processed", Kind: Gauge, Labels: shardLabel,
 		Help: "Entries read and trimmed by the last drain run, dead letters included."},
-	{Statsd: processor.MetricDBQueries, Name: "uum_processor_job_total_db_queries", Kind: Gauge,
+	{Statsd: processor.MetricDBQueries, Name: "uum_processor_job_total_db_queries", Kind: Gauge, Labels: shardLabel,
 		Help: "Pairs the last drain run sent to Postgres after the seen-cache filter."},
-	{Statsd: processor.MetricDBInserts, Name: "uum_processor_job_total_db_inserts", Kind: Gauge,
+	{Statsd: processor.MetricDBInserts, Name: "uum_processor_job_total_db_inserts", Kind: Gauge, Labels: shardLabel,
 		Help: "Pairs the last drain run found new."},
-	{Statsd: processor.MetricQueueDepth, Name: "uum_processor_job_queue_depth", Kind: Gauge,
-		Help: "Buffer length after the last drain run."},
+	{Statsd: processor.MetricQueueDepth, Name: "uum_processor_job_queue_depth", Kind: Gauge, Labels: shardLabel,
+		Help: "Length of the run's buffer shard (label shard) after its last drain run."},
 	{Statsd: processor.MetricJobDuration, Name: "uum_processor_job_job_duration_seconds", Kind: Histogram, Millis: true, Buckets: runBuckets,
 		Help: "Duration of drain runs with at least one iteration, in seconds."},
 	{Statsd: processor.MetricQueueOverflow, Name: "uum_processor_job_queue_overflow_total", Kind: Counter,
 		Help: "Drain runs that started with the buffer over UUM_MAX_QUEUE_DEPTH."},
 	{Statsd: processor.MetricFailure, Name: "uum_processor_job_failure_total", Kind: Counter, Labels: []string{"error_class", "cause"},
 		Help: "Failed drain runs, by the step that failed and its cause."},
-	{Statsd: processor.MetricEventsAtRisk, Name: "uum_processor_job_events_at_risk", Kind: Gauge,
-		Help: "Buffer length when a drain run last failed."},
+	{Statsd: processor.MetricEventsAtRisk, Name: "uum_processor_job_events_at_risk", Kind: Gauge, Labels: shardLabel,
+		Help: "Length of the run's buffer shard (label shard) when a drain run of it last failed."},
 	{Statsd: processor.MetricDeadLettered, Name: "uum_processor_job_dead_lettered_total", Kind: Counter, Labels: []string{"kind"},
 		Help: "Poison entries stored as dead letters (kind empty), and drain runs that failed their last retry (kind run)."},
 	{Statsd: processor.MetricNamesOverLimit, Name: "uum_processor_job_names_over_limit_total", Kind: Counter,
@@ -85,7 +92,7 @@ var Metrics = []Metric{
 		Help: "Steps of a transition-safe counter that changed nothing."},
 	{Statsd: processor.MetricDuplicateDropped, Name: "uum_counters_duplicate_event_dropped_total", Kind: Counter,
 		Help: "Deliveries of an already registered event id, dropped and audited."},
-	{Statsd: processor.MetricProjectionLag, Name: "uum_counters_projection_lag_seconds", Kind: Gauge,
+	{Statsd: processor.MetricProjectionLag, Name: "uum_counters_projection_lag_seconds", Kind: Gauge, Labels: shardLabel,
 		Help: "Per batch: now minus the oldest occurred_at it applied, in seconds."},
 	{Statsd: processor.MetricLateEvents, Name: "uum_counters_late_events_total", Kind: Counter, Labels: []string{"counter"},
 		Help: "Events a window counter counted that were already older than its window."},

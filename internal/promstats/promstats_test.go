@@ -22,6 +22,7 @@ import (
 	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/pipemetrics"
+	"github.com/uumhq/uum/processor"
 )
 
 // statsdNames returns the value of every constant named Metric* or Name*
@@ -133,7 +134,7 @@ func TestClient(t *testing.T) {
 	body := gather(t, c)
 	require.Contains(t, body, `uum_processor_job_failure_total{cause="v_cause",error_class="v_error_class"} 3`)
 	require.Contains(t, body, `uum_processor_job_dead_lettered_total{kind="v_kind"} 3`)
-	require.Contains(t, body, "uum_processor_job_iterations 7\n")
+	require.Contains(t, body, `uum_processor_job_iterations{shard="v_shard"} 7`)
 	require.Contains(t, body, `uum_processor_job_job_duration_seconds_sum 1.5`, "ms become seconds")
 	require.Contains(t, body, `uum_unique_user_metrics_log_events_duration_seconds_sum{outcome="v_outcome"} 1.5`)
 	require.NotContains(t, body, "unrelated")
@@ -147,6 +148,36 @@ func TestClient(t *testing.T) {
 	require.Len(t, rec.Metrics(), 2*countKind(promstats.Counter)+countKind(promstats.Gauge)+countKind(promstats.Histogram)+2)
 	require.Contains(t, logs.String(), "uum.made_up")
 	require.NotContains(t, logs.String(), pipemetrics.NameTotalEvents)
+}
+
+// TestClientShards sends what three shards' drainers send, each through
+// its processor.ShardStats: every shard's run gauge keeps its own series
+// (label shard), where one series would hold only the last run of any
+// shard, and the counters still add every shard up, with no shard label.
+func TestClientShards(t *testing.T) {
+	t.Parallel()
+	c := promstats.New(nil, nil)
+	depths := []float64{3, 5, 7}
+	for shard, depth := range depths {
+		stats := processor.ShardStats(c, shard)
+		require.NoError(t, stats.Gauge(processor.MetricQueueDepth, depth, nil, 1))
+		require.NoError(t, stats.Gauge(processor.MetricEventsProcessed, 10*depth, nil, 1))
+		require.NoError(t, stats.Count(processor.MetricEvent, int64(depth), []string{"event_name:opened"}, 1))
+	}
+	body := gather(t, c)
+	for shard, depth := range depths {
+		label := `{shard="` + strconv.Itoa(shard) + `"} `
+		require.Contains(t, body, "uum_processor_job_queue_depth"+label+strconv.FormatFloat(depth, 'g', -1, 64)+"\n")
+		require.Contains(t, body, "uum_processor_job_total_events_processed"+label+strconv.FormatFloat(10*depth, 'g', -1, 64)+"\n")
+	}
+	require.Contains(t, body, `uum_unique_user_metrics_event_total{event_name="opened"} 15`+"\n")
+	promtooltest.CheckMetrics(t, body)
+
+	// Without shards (UUM_BUFFER_SHARDS=1) the label is empty, which
+	// Prometheus stores as no label.
+	c = promstats.New(nil, nil)
+	require.NoError(t, c.Gauge(processor.MetricQueueDepth, 4, nil, 1))
+	require.Contains(t, gather(t, c), `uum_processor_job_queue_depth{shard=""} 4`+"\n")
 }
 
 func countKind(k promstats.Kind) int {
