@@ -2,6 +2,7 @@ package pipemetrics
 
 import (
 	"context"
+	"slices"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
@@ -40,6 +41,16 @@ var Names = []string{
 	NameTotalEvents, NamePending, NameDelivered, NameFailed, NameQueueDepth, NameQueueLagSeconds,
 	NameDLQCount, NameDLQOldestAgeSeconds, NameLastProcessedAt, NameLastFailureAt,
 	NameProcessingTimeMS, NameProcessingRate, NameSeenCacheRescopes, NameUniqueUsers, NameMetricsErrors,
+}
+
+// ShardNames are the metrics each buffer shard has its own value of, as
+// GaugeShard sends them: the depths and counts add up over the shards,
+// the lag of all is the largest and the times the latest. The others of
+// Names are global: dead letters, latency percentiles, seen-cache
+// rescopes and unique users.
+var ShardNames = []string{
+	NameTotalEvents, NamePending, NameDelivered, NameFailed, NameQueueDepth, NameQueueLagSeconds,
+	NameLastProcessedAt, NameLastFailureAt, NameProcessingRate,
 }
 
 // promNames are the Prometheus names of the metrics, following
@@ -110,11 +121,35 @@ func (s Snapshot) samples() []sample {
 	return out
 }
 
-// Gauge sends the snapshot to DogStatsD as gauges. statsd is
-// best-effort UDP: send errors are dropped.
+// Gauge sends the snapshot to DogStatsD as gauges, every figure the
+// total of all buffer shards. statsd is best-effort UDP: send errors are
+// dropped.
 func Gauge(stats statsd.ClientInterface, s Snapshot) {
-	for _, sm := range s.samples() {
-		_ = stats.Gauge(sm.name, sm.value, sm.tags, 1)
+	gauge(stats, s.samples(), func(sample) bool { return true })
+}
+
+// GaugeShard sends buffer shard shard's own figures of ShardNames, as
+// Shard returns them, through stats, which is to tag them shard:N
+// (processor.ShardStats): summed over the tag, the depths and counts
+// give the totals, and max over it gives the lag. It sends nothing when s
+// did not read the shard.
+func GaugeShard(stats statsd.ClientInterface, s Snapshot, shard int) {
+	if one, ok := s.Shard(shard); ok {
+		gauge(stats, one.samples(), func(sm sample) bool { return slices.Contains(ShardNames, sm.name) })
+	}
+}
+
+// GaugeGlobal sends the figures of s that belong to no shard (Names but
+// ShardNames), to be sent untagged: each drainer sends the same series.
+func GaugeGlobal(stats statsd.ClientInterface, s Snapshot) {
+	gauge(stats, s.samples(), func(sm sample) bool { return !slices.Contains(ShardNames, sm.name) })
+}
+
+func gauge(stats statsd.ClientInterface, samples []sample, keep func(sample) bool) {
+	for _, sm := range samples {
+		if keep(sm) {
+			_ = stats.Gauge(sm.name, sm.value, sm.tags, 1)
+		}
 	}
 }
 

@@ -124,6 +124,18 @@ type Snapshot struct {
 	SeenCacheRescopes   int64       `json:"seen_cache_rescopes"`
 	// latency is the latency histogram since the start, for Prometheus.
 	latency latencyHistogram
+	// shards are each buffer shard's figures of ShardNames, [i] shard i.
+	shards []Snapshot
+}
+
+// Shard returns buffer shard i's own figures of ShardNames (its depth,
+// the age of its oldest entry, its totals and rate), the others zero;
+// false when s did not read shard i.
+func (s Snapshot) Shard(i int) (Snapshot, bool) {
+	if i < 0 || i >= len(s.shards) {
+		return Snapshot{}, false
+	}
+	return s.shards[i], true
 }
 
 // latencyHistogram is the latency histogram as Redis keeps it: counts by
@@ -322,9 +334,14 @@ func (m *Metrics) readRedis(ctx context.Context, now time.Time) (Snapshot, error
 		return Snapshot{}, err
 	}
 	// The shards add up; the lag is the oldest entry of any shard.
-	var s Snapshot
+	s := Snapshot{shards: make([]Snapshot, len(shards))}
 	for i := range shards {
 		shards[i].add(&s, now)
+		one := &s.shards[i]
+		shards[i].add(one, now)
+		// Rescopes are the seen cache's, kept in shard 0's hash: a
+		// global figure, not shard 0's.
+		one.Pending, one.SeenCacheRescopes = one.QueueDepth, 0
 	}
 	s.Pending = s.QueueDepth
 	if s.ProcessingTimeMS, err = m.percentiles(sketches); err != nil {

@@ -79,7 +79,7 @@ func TestSnapshot(t *testing.T) {
 		b := setup(t)
 		s, err := b.m.Snapshot(ctx)
 		require.NoError(t, err)
-		require.Equal(t, Snapshot{latency: latencyHistogram{counts: histogramCounts(nil)}}, s)
+		require.Equal(t, Snapshot{latency: latencyHistogram{counts: histogramCounts(nil)}, shards: []Snapshot{{}}}, s)
 	})
 
 	t.Run("TotalsAndRateFromTrims", func(t *testing.T) {

@@ -37,7 +37,11 @@ func (d *Drainer) metricsFailed(ctx context.Context, op string, err error) {
 
 // gaugePipeline sends the pipeline snapshot and the authoritative totals,
 // so DataDog can be reconciled with Postgres even after lost increments.
+// The drainer's own shard's figures go through d.stats, tagged shard:N
+// by ShardStats, so a sum over the tag is the total and not the total
+// times the shards; the global figures go untagged.
 func (d *Drainer) gaugePipeline(ctx context.Context) {
+	shard, global := shardOf(d.stats)
 	if d.pipeline != nil {
 		if err := d.pipeline.Flush(ctx); err != nil {
 			d.metricsFailed(ctx, "record_latency", err)
@@ -45,14 +49,15 @@ func (d *Drainer) gaugePipeline(ctx context.Context) {
 		if s, err := d.pipeline.Snapshot(ctx); err != nil {
 			d.metricsFailed(ctx, "snapshot", err)
 		} else {
-			pipemetrics.Gauge(d.stats, s)
+			pipemetrics.GaugeShard(d.stats, s, shard)
+			pipemetrics.GaugeGlobal(global, s)
 		}
 	}
 	if d.counts != nil {
 		if counts, err := d.counts.UniqueCounts(ctx, ""); err != nil {
 			d.metricsFailed(ctx, "unique_totals", err)
 		} else {
-			pipemetrics.GaugeTotals(d.stats, counts)
+			pipemetrics.GaugeTotals(global, counts)
 		}
 	}
 	_ = d.stats.Flush()

@@ -175,17 +175,30 @@ func (s *Summary) addShard(o Summary) {
 }
 
 // ShardStats tags every metric sent through c with shard:N, so each
-// shard's drain is told apart and the dashboards sum over the tag.
+// shard's drain is told apart and the dashboards sum over the tag. The
+// pipeline snapshot's global figures (pipemetrics.GaugeGlobal) and the
+// unique-user totals bypass it: they are sent untagged.
 func ShardStats(c statsd.ClientInterface, shard int) statsd.ClientInterface {
 	if c == nil {
 		c = &statsd.NoOpClient{}
 	}
-	return shardStats{ClientInterface: c, tag: "shard:" + strconv.Itoa(shard)}
+	return shardStats{ClientInterface: c, shard: shard, tag: "shard:" + strconv.Itoa(shard)}
 }
 
 type shardStats struct {
 	statsd.ClientInterface
-	tag string
+	shard int
+	tag   string
+}
+
+// shardOf returns the shard c tags its metrics with and the client
+// under it, which sends them untagged: shard 0 and c itself for a client
+// that is no ShardStats (no shards, or a test's).
+func shardOf(c statsd.ClientInterface) (int, statsd.ClientInterface) {
+	if s, ok := c.(shardStats); ok {
+		return s.shard, s.ClientInterface
+	}
+	return 0, c
 }
 
 func (s shardStats) tags(t []string) []string {

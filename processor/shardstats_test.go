@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 )
 
@@ -50,12 +52,104 @@ func TestShardStatsTagsEachShard(t *testing.T) {
 		require.Equal(t, float64(n), statsdtest.Sum(ms, processor.MetricEvent, tag, "event_name:opened"), tag)
 	}
 	for _, m := range ms {
-		shards := 0
-		for _, tag := range m.Tags {
-			if strings.HasPrefix(tag, "shard:") {
-				shards++
-			}
-		}
-		require.Equal(t, 1, shards, "%s %v", m.Name, m.Tags)
+		require.Len(t, shardTags(m), 1, "%s %v", m.Name, m.Tags)
 	}
+}
+
+// shardTags returns m's shard:N tags.
+func shardTags(m statsdtest.Metric) []string {
+	var out []string
+	for _, tag := range m.Tags {
+		if strings.HasPrefix(tag, "shard:") {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// TestShardPipelineGaugesAddUp drains 3 shards of different lengths, each
+// run leaving a different depth and age of oldest entry: each shard's
+// uum.pipeline.* gauges carry that shard's own figures, so summing over
+// shard:N gives the snapshot's totals (not 3 times them) and max over it
+// the lag, and the global figures come untagged.
+func TestShardPipelineGaugesAddUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, redistest.Real)
+	b.cfg.BatchSize, b.cfg.MaxIterations = 2, 1 // each run leaves its shard's rest
+	var rec statsdtest.Recorder
+	m := pipemetrics.New(b.rdb, b.prefix, b.store).WithShards(3)
+	lists := []*buffer.List{b.buf, buffer.New(b.rdb, b.prefix, 1), buffer.New(b.rdb, b.prefix, 2)}
+	drainer := func(i int) *processor.Drainer {
+		return processor.NewDrainer(b.cfg, lists[i], b.seen, b.db, processor.ShardStats(&rec, i), nil,
+			processor.WithPipelineMetrics(m, b.store))
+	}
+	d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, processor.ShardStats(&rec, 0), nil,
+		processor.WithPipelineMetrics(m, b.store), processor.WithShards(3, 3, 3, drainer, nil))
+	start := time.Now()
+	lengths, ages := []int{3, 6, 9}, []time.Duration{100 * time.Second, 200 * time.Second, 300 * time.Second}
+	for i, list := range lists {
+		entries := make([][]byte, lengths[i])
+		for j := range entries {
+			entries[j] = uum.Event{UserID: uum.NewUUID(), Name: "opened"}.MarshalWire(start.Add(-ages[i]))
+		}
+		require.NoError(t, list.Push(ctx, entries))
+	}
+
+	_, err := d.DrainAll(ctx)
+	require.NoError(t, err)
+	total, err := m.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1+4+7), total.QueueDepth)
+	require.Equal(t, int64(6), total.TotalEvents)
+
+	ms := rec.Metrics()
+	// perShard returns the last value of name each shard sent.
+	perShard := func(name string) []float64 {
+		out := make([]float64, len(lists))
+		for i := range lists {
+			got := statsdtest.Find(ms, name, "shard:"+strconv.Itoa(i))
+			require.NotEmpty(t, got, "%s shard %d", name, i)
+			out[i] = got[len(got)-1].Value
+		}
+		return out
+	}
+	sum := func(vs []float64) (s float64) {
+		for _, v := range vs {
+			s += v
+		}
+		return s
+	}
+	require.Equal(t, []float64{1, 4, 7}, perShard(pipemetrics.NameQueueDepth))
+	require.Equal(t, []float64{1, 4, 7}, perShard(pipemetrics.NamePending))
+	for name, want := range map[string]int64{
+		pipemetrics.NameQueueDepth: total.QueueDepth, pipemetrics.NamePending: total.Pending,
+		pipemetrics.NameTotalEvents: total.TotalEvents, pipemetrics.NameDelivered: total.Delivered,
+		pipemetrics.NameFailed: total.Failed, pipemetrics.NameProcessingRate: total.ProcessingRate,
+	} {
+		require.Equal(t, float64(want), sum(perShard(name)), "sum over shard:N of %s", name)
+	}
+	lags := perShard(pipemetrics.NameQueueLagSeconds)
+	for i, lag := range lags {
+		// The age of the shard's own oldest entry, not the oldest of all.
+		require.GreaterOrEqual(t, lag, ages[i].Seconds(), "shard %d", i)
+		require.Less(t, lag, ages[i].Seconds()+100, "shard %d", i)
+	}
+	require.Equal(t, slices.Max(lags), lags[2])
+	require.LessOrEqual(t, slices.Max(lags), total.QueueLagSeconds, "max over shard:N is the lag")
+
+	// Every gauge of a shard's figures names its shard once; the global
+	// ones name none.
+	for _, g := range ms {
+		if !slices.Contains(pipemetrics.Names, g.Name) || g.Name == pipemetrics.NameMetricsErrors {
+			continue
+		}
+		want := 0
+		if slices.Contains(pipemetrics.ShardNames, g.Name) {
+			want = 1
+		}
+		require.Len(t, shardTags(g), want, "%s %v", g.Name, g.Tags)
+	}
+	require.NotEmpty(t, statsdtest.Find(ms, pipemetrics.NameDLQCount))
+	require.NotEmpty(t, statsdtest.Find(ms, pipemetrics.NameUniqueUsers, "event_name:opened"))
 }
