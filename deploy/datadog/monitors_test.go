@@ -42,8 +42,28 @@ type monitor struct {
 	} `json:"options"`
 }
 
+// aggregator is the space aggregation a monitor must use for a metric.
+// A buffer shard's figure of pipemetrics.ShardNames is its own, tagged
+// shard:N: depths and counts add up over the shards (sum), a lag or a
+// time is the largest of any (max). A global pipeline gauge carries the
+// whole figure in each processor's series (max). A DogStatsD count adds
+// up across processes and shards (sum).
+func aggregator(name string) string {
+	switch {
+	case !slices.Contains(pipemetrics.Names, name):
+		return "sum"
+	case slices.Contains(pipemetrics.ShardNames, name) && !slices.Contains(shardMaxima, name):
+		return "sum"
+	}
+	return "max"
+}
+
+// shardMaxima are the figures of pipemetrics.ShardNames that do not add
+// up over the shards.
+var shardMaxima = []string{pipemetrics.NameQueueLagSeconds, pipemetrics.NameLastProcessedAt, pipemetrics.NameLastFailureAt}
+
 var (
-	metricRef = regexp.MustCompile(`:(uum\.[a-z0-9_.]+)\{`)
+	metricRef = regexp.MustCompile(`([a-z]+):(uum\.[a-z0-9_.]+)\{`)
 	threshold = regexp.MustCompile(`> (\d+(\.\d+)?)$`)
 )
 
@@ -65,7 +85,8 @@ func TestMonitors(t *testing.T) {
 			refs := metricRef.FindAllStringSubmatch(m.Query, -1)
 			require.NotEmpty(t, refs, "query names no uum metric: %s", m.Query)
 			for _, r := range refs {
-				require.Contains(t, emitted, r[1], "%s references a metric the code does not emit", f)
+				require.Contains(t, emitted, r[2], "%s references a metric the code does not emit", f)
+				require.Equal(t, aggregator(r[2]), r[1], "%s: how %s aggregates over shard:N and processes", f, r[2])
 			}
 			got := threshold.FindStringSubmatch(m.Query)
 			require.NotNil(t, got, "query must end with > threshold: %s", m.Query)
