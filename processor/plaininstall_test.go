@@ -233,6 +233,7 @@ func TestPlainInstall(t *testing.T) {
 			want[p] = at
 		}
 		b.requireExact(t, "unique_user_pairs", want)
+		require.ElementsMatch(t, old, b.tableRows(t, "unique_user_events_plain"), "the drain wrote nothing to the old table")
 		require.Equal(t, []string{"not an entry"}, b.deadLetterRaws(t))
 	})
 
@@ -252,36 +253,17 @@ func TestPlainInstall(t *testing.T) {
 	})
 }
 
-// drainDuringSwitch runs uum_use_compact_pairs() in a transaction, drains
-// every shard until the drain waits for that transaction's locks, then
-// commits it. A drain that fails is repeated once; the buffer ends empty.
+// drainDuringSwitch drains every shard during the move to the compact
+// table (dbtest.DuringCompactMove). A drain that fails is repeated once;
+// the buffer ends empty.
 func (b *plainBundle) drainDuringSwitch(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := b.pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	var pid int32
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
-	_, err = tx.Exec(ctx, `SELECT uum_use_compact_pairs()`)
-	require.NoError(t, err)
-
 	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.drainer(b.stats.Client, logger).DrainAll(ctx)
-		done <- err
-	}()
-	require.Eventually(t, func() bool {
-		var n int
-		err := b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
-		return err == nil && n > 0
-	}, time.Minute, 5*time.Millisecond, "the drain waits for the move")
-	require.NoError(t, tx.Commit(ctx))
-	if err := <-done; err != nil {
+	err := dbtest.DuringCompactMove(t, b.pool, func() error {
+		_, err := b.drainer(b.stats.Client, logger).DrainAll(context.Background())
+		return err
+	})
+	if err != nil {
 		t.Logf("the drain during the move failed, draining again: %v", err)
 		b.drain(t)
 	}

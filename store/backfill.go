@@ -16,7 +16,8 @@ import (
 // pair that exists with the same or an earlier time is left alone. Only
 // the pairs inserted add to the totals, so loading the same rows twice
 // changes nothing, and a row moved earlier is never counted twice. It
-// returns how many rows it inserted and how many it moved.
+// returns how many rows it inserted and how many it moved. The conflict
+// target is named for the reason insertPairsSQL names it.
 const backfillSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(user_id, event_name, created_at)
@@ -34,7 +35,7 @@ WITH input AS (
 ), inserted AS (
 	INSERT INTO unique_user_events (user_id, event_name, created_at)
 	SELECT * FROM input
-	ON CONFLICT DO NOTHING
+	ON CONFLICT (user_id, event_name) DO NOTHING
 	RETURNING event_name, created_at
 )` + backfillCountSQL
 

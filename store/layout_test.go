@@ -133,6 +133,40 @@ func TestLayout(t *testing.T) {
 		require.NoError(t, err, "step 4: nothing depends on the old table")
 		checkDrainStatements(t, st, user)
 	})
+
+	// A backfill that read the plain layout before the move committed
+	// fails, and is not taken for data the database refuses; run again,
+	// it writes the compact table.
+	t.Run("BackfillDuringTheMoveFailsAndRetries", func(t *testing.T) {
+		t.Parallel()
+		user, other := uum.NewUUID(), uum.NewUUID()
+		pool := plainSchema(t, user)
+		st := store.New(pool)
+		require.NoError(t, store.RegisterNames(ctx, pool, []string{"old"}), "so the backfill waits for the table, not the name")
+		earlier := time.Date(2026, 1, 1, 5, 0, 0, 0, time.UTC)
+		rows := []store.DatedPair{
+			{Pair: uum.Pair{UserID: user, Name: "old"}, CreatedAt: earlier},
+			{Pair: uum.Pair{UserID: other, Name: "old"}, CreatedAt: earlier},
+		}
+		err := dbtest.DuringCompactMove(t, pool, func() error {
+			_, _, err := st.Backfill(ctx, []string{"old"}, rows)
+			return err
+		})
+		wantInserted, wantMoved := 0, 0 // the first run wrote them
+		if err != nil {
+			require.NotErrorIs(t, err, store.ErrRejected)
+			t.Logf("the backfill during the move failed: %v", err)
+			wantInserted, wantMoved = 1, 1
+		}
+		inserted, moved, err := st.Backfill(ctx, []string{"old"}, rows)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{wantInserted, wantMoved}, [2]int{inserted, moved})
+		require.Equal(t, "v", relkind(t, pool, "unique_user_events"))
+		counts, err := st.UniqueCounts(ctx, "old")
+		require.NoError(t, err)
+		require.Equal(t, []uum.Count{{EventName: "old", UniqueUsers: 2}}, counts)
+		requireBackfilledDays(t, st, earlier)
+	})
 }
 
 // checkDrainStatements runs the drain's and the readers' statements on a
@@ -171,6 +205,15 @@ func checkDrainStatements(t *testing.T, st *store.Store, user uum.UUID) {
 		require.NoError(t, err)
 		require.Equal(t, []uum.Count{{EventName: name, UniqueUsers: want}}, counts)
 	}
+	requireBackfilledDays(t, st, earlier)
+}
+
+// requireBackfilledDays requires the day counts of "old" after a backfill
+// moved a pair first seen on 2026-01-02 to earlier (2026-01-01 05:00 UTC)
+// and added one then, and no drift in the totals.
+func requireBackfilledDays(t *testing.T, st *store.Store, earlier time.Time) {
+	t.Helper()
+	ctx := context.Background()
 	days, err := st.EventDays(ctx, "old", earlier, earlier.AddDate(0, 0, 1), true)
 	require.NoError(t, err)
 	require.Len(t, days.Days, 2)

@@ -440,3 +440,49 @@ func Undated(pairs ...uum.Pair) []store.DatedPair {
 	}
 	return out
 }
+
+// DuringCompactMove runs uum_use_compact_pairs() (docs/operations.md,
+// "Moving to the partitioned pair table") in a transaction on the schema
+// of pool, then run in a goroutine, and commits the move once a session
+// waits for one of the move's locks (run's, on a schema no one else
+// uses). It returns what run returned.
+func DuringCompactMove(tb testing.TB, pool *pgxpool.Pool, run func() error) error {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		tb.Fatalf("compact move: %v", err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		tb.Fatalf("compact move: %v", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var pid int32
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		tb.Fatalf("compact move: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT uum_use_compact_pairs()`); err != nil {
+		tb.Fatalf("compact move: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run() }()
+	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-done:
+			tb.Fatalf("compact move: returned without waiting for the move: %v", err)
+		case <-ctx.Done():
+			tb.Fatalf("compact move: nothing waited for the move")
+		case <-time.After(5 * time.Millisecond): // polls the server's state, not a timing assumption
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&waiting); err != nil {
+			tb.Fatalf("compact move: %v", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		tb.Fatalf("compact move: commit: %v", err)
+	}
+	return <-done
+}
