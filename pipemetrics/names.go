@@ -3,6 +3,7 @@ package pipemetrics
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
@@ -43,14 +44,30 @@ var Names = []string{
 	NameProcessingTimeMS, NameProcessingRate, NameSeenCacheRescopes, NameUniqueUsers, NameMetricsErrors,
 }
 
-// ShardNames are the metrics each buffer shard has its own value of, as
-// GaugeShard sends them: the depths and counts add up over the shards,
-// the lag of all is the largest and the times the latest. The others of
-// Names are global: dead letters, latency percentiles, seen-cache
-// rescopes and unique users.
+// ShardNames are the metrics each buffer shard has its own value of. A
+// drain sends them twice: under these names as the totals of every shard
+// (Gauge), untagged, so max over the hosts is the figure whichever
+// processor sent it last; and under ShardName as its shard's own figure
+// (GaugeShard), tagged shard:N, for a breakdown by shard. Sending both
+// under one name would make a sum over the tag add the totals to the
+// shards' own figures.
 var ShardNames = []string{
 	NameTotalEvents, NamePending, NameDelivered, NameFailed, NameQueueDepth, NameQueueLagSeconds,
 	NameLastProcessedAt, NameLastFailureAt, NameProcessingRate,
+}
+
+// ShardName is the name under which GaugeShard sends a shard's own figure
+// of name (one of ShardNames): uum.pipeline.shard.queue_depth for
+// uum.pipeline.queue_depth.
+func ShardName(name string) string {
+	return shardPrefix + strings.TrimPrefix(name, "uum.pipeline.")
+}
+
+const shardPrefix = "uum.pipeline.shard."
+
+// IsShardName reports whether name is one ShardName returns.
+func IsShardName(name string) bool {
+	return strings.HasPrefix(name, shardPrefix) && slices.Contains(ShardNames, "uum.pipeline."+strings.TrimPrefix(name, shardPrefix))
 }
 
 // promNames are the Prometheus names of the metrics, following
@@ -122,33 +139,27 @@ func (s Snapshot) samples() []sample {
 }
 
 // Gauge sends the snapshot to DogStatsD as gauges, every figure the
-// total of all buffer shards. statsd is best-effort UDP: send errors are
-// dropped.
+// total of all buffer shards, to be sent untagged by shard. statsd is
+// best-effort UDP: send errors are dropped.
 func Gauge(stats statsd.ClientInterface, s Snapshot) {
-	gauge(stats, s.samples(), func(sample) bool { return true })
-}
-
-// GaugeShard sends buffer shard shard's own figures of ShardNames, as
-// Shard returns them, through stats, which is to tag them shard:N
-// (processor.ShardStats): summed over the tag, the depths and counts
-// give the totals, and max over it gives the lag. It sends nothing when s
-// did not read the shard.
-func GaugeShard(stats statsd.ClientInterface, s Snapshot, shard int) {
-	if one, ok := s.Shard(shard); ok {
-		gauge(stats, one.samples(), func(sm sample) bool { return slices.Contains(ShardNames, sm.name) })
+	for _, sm := range s.samples() {
+		_ = stats.Gauge(sm.name, sm.value, sm.tags, 1)
 	}
 }
 
-// GaugeGlobal sends the figures of s that belong to no shard (Names but
-// ShardNames), to be sent untagged: each drainer sends the same series.
-func GaugeGlobal(stats statsd.ClientInterface, s Snapshot) {
-	gauge(stats, s.samples(), func(sm sample) bool { return !slices.Contains(ShardNames, sm.name) })
-}
-
-func gauge(stats statsd.ClientInterface, samples []sample, keep func(sample) bool) {
-	for _, sm := range samples {
-		if keep(sm) {
-			_ = stats.Gauge(sm.name, sm.value, sm.tags, 1)
+// GaugeShard sends buffer shard shard's own figures of ShardNames, as
+// Shard returns them, under their ShardName, through stats, which is to
+// tag them shard:N (processor.ShardStats): summed over the tag, the
+// depths and counts give the totals, and max over it gives the lag. It
+// sends nothing when s did not read the shard.
+func GaugeShard(stats statsd.ClientInterface, s Snapshot, shard int) {
+	one, ok := s.Shard(shard)
+	if !ok {
+		return
+	}
+	for _, sm := range one.samples() {
+		if slices.Contains(ShardNames, sm.name) {
+			_ = stats.Gauge(ShardName(sm.name), sm.value, sm.tags, 1)
 		}
 	}
 }

@@ -37,11 +37,12 @@ func (d *Drainer) metricsFailed(ctx context.Context, op string, err error) {
 
 // gaugePipeline sends the pipeline snapshot and the authoritative totals,
 // so DataDog can be reconciled with Postgres even after lost increments.
-// The drainer's own shard's figures go through d.stats, tagged shard:N
-// by ShardStats, so a sum over the tag is the total and not the total
-// times the shards; the global figures go untagged.
+// The totals go untagged by shard, each the whole figure whichever shard's
+// drain sent it (max over hosts is the figure); with shards, the
+// drainer's own shard's figures go under pipemetrics.ShardName through
+// d.stats, tagged shard:N, so a sum over the tag is the total.
 func (d *Drainer) gaugePipeline(ctx context.Context) {
-	shard, global := shardOf(d.stats)
+	shard, global, sharded := shardOf(d.stats)
 	if d.pipeline != nil {
 		if err := d.pipeline.Flush(ctx); err != nil {
 			d.metricsFailed(ctx, "record_latency", err)
@@ -49,8 +50,10 @@ func (d *Drainer) gaugePipeline(ctx context.Context) {
 		if s, err := d.pipeline.Snapshot(ctx); err != nil {
 			d.metricsFailed(ctx, "snapshot", err)
 		} else {
-			pipemetrics.GaugeShard(d.stats, s, shard)
-			pipemetrics.GaugeGlobal(global, s)
+			pipemetrics.Gauge(global, s)
+			if sharded {
+				pipemetrics.GaugeShard(d.stats, s, shard)
+			}
 		}
 	}
 	if d.counts != nil {

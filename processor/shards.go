@@ -176,8 +176,8 @@ func (s *Summary) addShard(o Summary) {
 
 // ShardStats tags every metric sent through c with shard:N, so each
 // shard's drain is told apart and the dashboards sum over the tag. The
-// pipeline snapshot's global figures (pipemetrics.GaugeGlobal) and the
-// unique-user totals bypass it: they are sent untagged.
+// pipeline snapshot's totals (pipemetrics.Gauge) and the unique-user
+// totals bypass it: they are sent untagged.
 func ShardStats(c statsd.ClientInterface, shard int) statsd.ClientInterface {
 	if c == nil {
 		c = &statsd.NoOpClient{}
@@ -192,13 +192,13 @@ type shardStats struct {
 }
 
 // shardOf returns the shard c tags its metrics with and the client
-// under it, which sends them untagged: shard 0 and c itself for a client
+// under it, which sends them untagged; false, and c itself, for a client
 // that is no ShardStats (no shards, or a test's).
-func shardOf(c statsd.ClientInterface) (int, statsd.ClientInterface) {
+func shardOf(c statsd.ClientInterface) (int, statsd.ClientInterface, bool) {
 	if s, ok := c.(shardStats); ok {
-		return s.shard, s.ClientInterface
+		return s.shard, s.ClientInterface, true
 	}
-	return 0, c
+	return 0, c, false
 }
 
 func (s shardStats) tags(t []string) []string {

@@ -68,10 +68,11 @@ func shardTags(m statsdtest.Metric) []string {
 }
 
 // TestShardPipelineGaugesAddUp drains 3 shards of different lengths, each
-// run leaving a different depth and age of oldest entry: each shard's
-// uum.pipeline.* gauges carry that shard's own figures, so summing over
-// shard:N gives the snapshot's totals (not 3 times them) and max over it
-// the lag, and the global figures come untagged.
+// run leaving a different depth and age of oldest entry: the
+// uum.pipeline.* gauges come untagged by shard, each the whole figure, and
+// each shard's own figures come under uum.pipeline.shard.*, tagged
+// shard:N, so summing over the tag gives the snapshot's totals (not 3
+// times them) and max over it the lag.
 func TestShardPipelineGaugesAddUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,7 +109,7 @@ func TestShardPipelineGaugesAddUp(t *testing.T) {
 	perShard := func(name string) []float64 {
 		out := make([]float64, len(lists))
 		for i := range lists {
-			got := statsdtest.Find(ms, name, "shard:"+strconv.Itoa(i))
+			got := statsdtest.Find(ms, pipemetrics.ShardName(name), "shard:"+strconv.Itoa(i))
 			require.NotEmpty(t, got, "%s shard %d", name, i)
 			out[i] = got[len(got)-1].Value
 		}
@@ -138,18 +139,19 @@ func TestShardPipelineGaugesAddUp(t *testing.T) {
 	require.Equal(t, slices.Max(lags), lags[2])
 	require.LessOrEqual(t, slices.Max(lags), total.QueueLagSeconds, "max over shard:N is the lag")
 
-	// Every gauge of a shard's figures names its shard once; the global
-	// ones name none.
+	// A shard's own figure names its shard once; the totals name none and
+	// each is the whole figure, whichever shard's drain sent it last.
 	for _, g := range ms {
-		if !slices.Contains(pipemetrics.Names, g.Name) || g.Name == pipemetrics.NameMetricsErrors {
-			continue
+		switch {
+		case pipemetrics.IsShardName(g.Name):
+			require.Len(t, shardTags(g), 1, "%s %v", g.Name, g.Tags)
+		case slices.Contains(pipemetrics.Names, g.Name) && g.Name != pipemetrics.NameMetricsErrors:
+			require.Empty(t, shardTags(g), "%s %v", g.Name, g.Tags)
 		}
-		want := 0
-		if slices.Contains(pipemetrics.ShardNames, g.Name) {
-			want = 1
-		}
-		require.Len(t, shardTags(g), want, "%s %v", g.Name, g.Tags)
 	}
+	depths := statsdtest.Find(ms, pipemetrics.NameQueueDepth)
+	require.NotEmpty(t, depths)
+	require.Equal(t, float64(total.QueueDepth), depths[len(depths)-1].Value, "the last total sent is the whole depth")
 	require.NotEmpty(t, statsdtest.Find(ms, pipemetrics.NameDLQCount))
 	require.NotEmpty(t, statsdtest.Find(ms, pipemetrics.NameUniqueUsers, "event_name:opened"))
 }

@@ -43,24 +43,21 @@ type monitor struct {
 }
 
 // aggregator is the space aggregation a monitor must use for a metric.
-// A buffer shard's figure of pipemetrics.ShardNames is its own, tagged
-// shard:N: depths and counts add up over the shards (sum), a lag or a
-// time is the largest of any (max). A global pipeline gauge carries the
-// whole figure in each processor's series (max). A DogStatsD count adds
-// up across processes and shards (sum).
+// A pipeline gauge (pipemetrics.Names) carries the whole figure, the
+// total of every buffer shard, in each processor host's series: max. A
+// DogStatsD count adds up across processes and shards: sum. A shard's
+// own figure (pipemetrics.ShardName) is for breakdowns, not monitors: a
+// sum over the tag would add a shard's stale series from a host that no
+// longer drains it.
 func aggregator(name string) string {
 	switch {
-	case !slices.Contains(pipemetrics.Names, name):
-		return "sum"
-	case slices.Contains(pipemetrics.ShardNames, name) && !slices.Contains(shardMaxima, name):
-		return "sum"
+	case pipemetrics.IsShardName(name):
+		return "none: monitors read the totals"
+	case slices.Contains(pipemetrics.Names, name):
+		return "max"
 	}
-	return "max"
+	return "sum"
 }
-
-// shardMaxima are the figures of pipemetrics.ShardNames that do not add
-// up over the shards.
-var shardMaxima = []string{pipemetrics.NameQueueLagSeconds, pipemetrics.NameLastProcessedAt, pipemetrics.NameLastFailureAt}
 
 var (
 	metricRef = regexp.MustCompile(`([a-z]+):(uum\.[a-z0-9_.]+)\{`)

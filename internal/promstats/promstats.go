@@ -176,9 +176,10 @@ func (c *Client) add(name string, kind Kind, value float64, tags []string) {
 }
 
 // unknown logs, once per name, a metric Prometheus does not get: not in
-// Metrics, or sent as another kind. The pipeline snapshot's are no news.
+// Metrics, or sent as another kind. The pipeline snapshot's, totals and
+// shards' own, are no news: /metrics reads the snapshot itself.
 func (c *Client) unknown(name string, otherKind bool) {
-	if !otherKind && slices.Contains(pipemetrics.Names, name) {
+	if !otherKind && (slices.Contains(pipemetrics.Names, name) || pipemetrics.IsShardName(name)) {
 		return
 	}
 	if _, seen := c.warned.LoadOrStore(name, true); !seen {
