@@ -48,34 +48,37 @@ const backfillCountSQL = `, first_seen AS (
 )` + countNewSQL + `
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)`
 
-// backfillCompactSQL is backfillSQL on the compact layout: input carries
-// each name's id. Unlike the drain's pair insert (insertCompactSQL), it is
-// still one data-modifying WITH joined to event_names, a form Citus does
-// not run (docs/scaling.md).
-const backfillCompactSQL = `
-WITH input AS (
-	SELECT x.user_id, e.id AS event_id, e.name AS event_name, x.created_at
-	FROM unnest($1::uuid[], $2::varchar(50)[], $3::timestamptz[]) AS x(user_id, event_name, created_at)
-	JOIN event_names e ON e.name = x.event_name
-), old AS (
-	SELECT p.user_id, p.event_id, p.created_at
-	FROM unique_user_pairs p JOIN input i USING (user_id, event_id)
-	WHERE i.created_at < p.created_at
-	ORDER BY p.user_id, p.event_id
-	FOR UPDATE OF p
-), moved AS (
-	UPDATE unique_user_pairs p SET created_at = i.created_at
-	FROM old o JOIN input i USING (user_id, event_id)
-	WHERE p.user_id = o.user_id AND p.event_id = o.event_id
-	RETURNING i.event_name, o.created_at AS old_at, p.created_at AS new_at
-), added AS (
-	INSERT INTO unique_user_pairs (user_id, created_at, event_id)
-	SELECT user_id, created_at, event_id FROM input ORDER BY user_id, event_id
-	ON CONFLICT DO NOTHING
-	RETURNING event_id, created_at
-), inserted AS (
-	SELECT e.name AS event_name, a.created_at FROM added a JOIN event_names e ON e.id = a.event_id
-)` + backfillCountSQL
+// backfillInsertSQL is the compact layout's backfill insert: the pairs
+// that do not exist, each at its own time, as insertCompactSQL inserts
+// them (a plain INSERT from the arrays, no WITH, no join: each row's
+// conflict settled on its own shard on Citus).
+const backfillInsertSQL = `
+INSERT INTO unique_user_pairs (user_id, created_at, event_id)
+SELECT u, t, e` + fromPairArraysSQL
+
+// laterPairsSQL reads which of the pairs (users $1, ids $2) are recorded
+// with a later first-seen time than the row's ($3): their key, recorded
+// time and the row's, in key order. A read without a lock (Citus runs
+// no multi-shard SELECT ... FOR UPDATE); movePairsSQL checks that the
+// time it read is still the row's.
+const laterPairsSQL = `
+SELECT p.user_id, p.event_id, p.created_at, x.t
+FROM unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS x(u, e, t)
+JOIN unique_user_pairs p ON p.user_id = x.u AND p.event_id = x.e
+WHERE x.t < p.created_at
+ORDER BY p.user_id, p.event_id`
+
+// movePairsSQL moves each pair (users $1, ids $2) recorded at the time
+// laterPairsSQL read ($3) to the row's earlier one ($4), and returns
+// those it moved with both times. A pair that another backfill moved
+// since the read is left alone (its time differs), for the caller to
+// read again. An UPDATE joined only to the arrays, on the distribution
+// column.
+const movePairsSQL = `
+UPDATE unique_user_pairs p SET created_at = x.t
+FROM unnest($1::uuid[], $2::int[], $3::timestamptz[], $4::timestamptz[]) AS x(u, e, was, t)
+WHERE p.user_id = x.u AND p.event_id = x.e AND p.created_at = x.was
+RETURNING p.user_id, p.event_id, x.was, p.created_at`
 
 // Backfill registers names and inserts the rows that do not exist yet,
 // adding them to unique_event_totals, and moves the first-seen time of
@@ -85,11 +88,23 @@ WITH input AS (
 // InsertPairs sorts them, so a backfill and a drain inserting the same
 // pairs take their locks in one order. A pair that a drain commits while
 // the batch runs keeps the drain's time: the rows it finds to move are
-// those committed when the statement starts.
+// those committed when it looks for them, before it inserts.
 func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) (inserted, moved int, err error) {
 	if len(rows) == 0 && len(names) == 0 {
 		return 0, 0, nil
 	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		inserted, moved, err = backfillTx(ctx, tx, names, rows)
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("backfill: %w", interpret(err))
+	}
+	return inserted, moved, nil
+}
+
+// backfillTx is Backfill's transaction, on db.
+func backfillTx(ctx context.Context, db DBTX, names []string, rows []DatedPair) (inserted, moved int, err error) {
 	sorted := slices.Clone(rows)
 	slices.SortFunc(sorted, compareDated)
 	users := make([][16]byte, len(sorted))
@@ -98,22 +113,110 @@ func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) 
 	for i, r := range sorted {
 		users[i], events[i], created[i] = r.UserID, r.Name, r.CreatedAt
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := RegisterNames(ctx, tx, names); err != nil {
-			return err
-		}
-		compact, _, err := preparePairs(ctx, tx, events)
-		if err != nil {
-			return err
-		}
-		query := backfillSQL
-		if compact {
-			query = backfillCompactSQL
-		}
-		return tx.QueryRow(ctx, query, users, events, created).Scan(&inserted, &moved)
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("backfill: %w", interpret(err))
+	compact, ids, err := preparePairs(ctx, db, slices.Concat(names, events))
+	if err != nil || len(rows) == 0 {
+		return 0, 0, err
 	}
-	return inserted, moved, nil
+	if !compact {
+		err = db.QueryRow(ctx, backfillSQL, users, events, created).Scan(&inserted, &moved)
+		return inserted, moved, err
+	}
+	return backfillCompact(ctx, db, users, events, created, ids)
+}
+
+// backfillCompact is backfillSQL on the compact layout, as statements
+// Citus runs on unique_user_pairs distributed by user_id: the pairs
+// recorded later move (movePairs), then the others go in
+// (backfillInsertSQL), then the totals and days count both (firstSeen),
+// in that lock order, as the one statement took them.
+func backfillCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, created []time.Time, ids map[string]int32) (inserted, moved int, err error) {
+	events, byID, err := eventIDs(names, ids)
+	if err != nil {
+		return 0, 0, err
+	}
+	var counts firstSeen
+	moved, err = movePairs(ctx, db, users, events, created, byID, &counts)
+	if err != nil {
+		return 0, 0, err
+	}
+	added, err := insertReturning(ctx, db, backfillInsertSQL, users, created, events, byID, &counts)
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(added), moved, counts.send(ctx, db)
+}
+
+// movePairs moves the pairs (users, events) recorded later than times to
+// those times, counting each move, and returns how many it moved. A pair
+// another transaction moved between the read and the update is read and
+// tried again, until every pair is moved or recorded no later.
+func movePairs(ctx context.Context, db DBTX, users [][16]byte, events []int32, times []time.Time, byID map[int32]string, counts *firstSeen) (int, error) {
+	moved := 0
+	for len(users) > 0 {
+		later, err := readLater(ctx, db, users, events, times)
+		if err != nil || len(later.users) == 0 {
+			return moved, err
+		}
+		rows, err := db.Query(ctx, movePairsSQL, later.users, later.events, later.was, later.times)
+		if err != nil {
+			return moved, err
+		}
+		done := map[pairKey]bool{}
+		var (
+			k       pairKey
+			was, to time.Time
+		)
+		_, err = pgx.ForEachRow(rows, []any{&k.user, &k.event, &was, &to}, func() error {
+			done[k] = true
+			counts.move(byID[k.event], was, to)
+			return nil
+		})
+		if err != nil {
+			return moved, err
+		}
+		moved += len(done)
+		users, events, times = later.except(done)
+	}
+	return moved, nil
+}
+
+type pairKey struct {
+	user  [16]byte
+	event int32
+}
+
+// laterPairs is what laterPairsSQL read: pairs, their recorded times
+// (was) and the earlier times to move them to.
+type laterPairs struct {
+	users      [][16]byte
+	events     []int32
+	was, times []time.Time
+}
+
+func readLater(ctx context.Context, db DBTX, users [][16]byte, events []int32, times []time.Time) (laterPairs, error) {
+	var l laterPairs
+	rows, err := db.Query(ctx, laterPairsSQL, users, events, times)
+	if err != nil {
+		return l, err
+	}
+	var (
+		k      pairKey
+		was, t time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&k.user, &k.event, &was, &t}, func() error {
+		l.users, l.events = append(l.users, k.user), append(l.events, k.event)
+		l.was, l.times = append(l.was, was), append(l.times, t)
+		return nil
+	})
+	return l, err
+}
+
+// except returns the pairs not in done, with their times to move to.
+func (l laterPairs) except(done map[pairKey]bool) (users [][16]byte, events []int32, times []time.Time) {
+	for i, u := range l.users {
+		if !done[pairKey{u, l.events[i]}] {
+			users, events, times = append(users, u), append(events, l.events[i]), append(times, l.times[i])
+		}
+	}
+	return users, events, times
 }

@@ -242,16 +242,7 @@ func TestDrainPairInsertCitusForms(t *testing.T) {
 			_, err := store.InsertPairs(ctx, rec, pairs)
 			return err
 		}))
-		pairInserts := 0
-		for _, sql := range rec.sql {
-			require.NotRegexp(t, dmlInWith, sql, "a data-modifying WITH")
-			if strings.Contains(sql, "INSERT INTO unique_user_pairs") {
-				pairInserts++
-				require.NotContains(t, sql, "WITH", "the pair insert is a plain INSERT")
-				require.NotContains(t, sql, "event_names", "ids are resolved before the pair insert")
-			}
-		}
-		require.Equal(t, 1, pairInserts, "statements sent: %q", rec.sql)
+		require.Equal(t, 1, pairWrites(t, rec.sql), "statements sent: %q", rec.sql)
 	}
 	counts, err := st.UniqueCounts(ctx, "citus_a")
 	require.NoError(t, err)
@@ -276,6 +267,93 @@ func TestDrainPairInsertCitusForms(t *testing.T) {
 	require.Empty(t, drift)
 }
 
+// TestBackfillCitusForms holds a backfill on the compact layout to the
+// drain's forms (TestDrainPairInsertCitusForms), and to no SELECT ... FOR
+// UPDATE, which Citus runs on one shard only: the pairs move by an UPDATE
+// joined to the arrays, after a read without a lock, and the counts follow
+// a pair that another backfill moves between the two.
+func TestBackfillCitusForms(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(t)
+	st := store.New(pool)
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	u1, u2, u3 := uum.NewUUID(), uum.NewUUID(), uum.NewUUID()
+	row := func(u uum.UUID, hours float64) store.DatedPair {
+		return store.DatedPair{Pair: uum.Pair{UserID: u, Name: "citus_bf"}, CreatedAt: day.Add(time.Duration(hours * float64(time.Hour)))}
+	}
+	backfill := func(rows []store.DatedPair, before func(sql string)) (inserted, moved, writes int) {
+		t.Helper()
+		rec := &recorder{before: before}
+		require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error {
+			rec.DBTX = tx
+			var err error
+			inserted, moved, err = store.BackfillTx(ctx, rec, []string{"citus_bf"}, rows)
+			return err
+		}))
+		return inserted, moved, pairWrites(t, rec.sql)
+	}
+
+	inserted, moved, writes := backfill([]store.DatedPair{row(u1, 5.2), row(u2, 30)}, nil)
+	require.Equal(t, [3]int{2, 0, 1}, [3]int{inserted, moved, writes}, "nothing to move: no update")
+
+	// u1 moves earlier, u2's later time changes nothing, u3 is new.
+	inserted, moved, writes = backfill([]store.DatedPair{row(u1, 3.5), row(u2, 40), row(u3, 1)}, nil)
+	require.Equal(t, [3]int{1, 1, 2}, [3]int{inserted, moved, writes})
+
+	// Another backfill moves u2 (30h -> 25h) between this one's read and
+	// its update: the update finds u2 changed, reads it again and moves it
+	// from 25h, so the hours lose u2 once.
+	fired := false
+	_, moved, _ = backfill([]store.DatedPair{row(u2, 20)}, func(sql string) {
+		if !fired && strings.Contains(sql, "UPDATE unique_user_pairs") {
+			fired = true
+			_, n, err := st.Backfill(ctx, nil, []store.DatedPair{row(u2, 25)})
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+		}
+	})
+	require.True(t, fired)
+	require.Equal(t, 1, moved)
+
+	days, err := st.EventDays(ctx, "citus_bf", day, day.AddDate(0, 0, 1), true)
+	require.NoError(t, err)
+	require.Len(t, days.Days, 2)
+	want := [24]int64{}
+	want[1], want[3], want[20] = 1, 1, 1
+	require.Equal(t, want, days.Days[0].ByHour)
+	require.Equal(t, [24]int64{}, days.Days[1].ByHour, "u2 moved off its day, once")
+	counts, err := st.UniqueCounts(ctx, "citus_bf")
+	require.NoError(t, err)
+	require.Equal(t, []uum.Count{{EventName: "citus_bf", UniqueUsers: 3}}, counts)
+	drift, err := st.ReconcileTotals(ctx, true)
+	require.NoError(t, err)
+	require.Empty(t, drift)
+	dayDrift, err := st.ReconcileDays(ctx, true)
+	require.NoError(t, err)
+	require.Empty(t, dayDrift)
+}
+
+// pairWrites checks the statements sent against the forms Citus runs
+// and returns how many wrote unique_user_pairs: no data-modifying WITH
+// and no SELECT ... FOR UPDATE/SHARE anywhere, and each write to the
+// distributed unique_user_pairs neither a WITH nor a join to
+// event_names.
+func pairWrites(t *testing.T, sqls []string) int {
+	t.Helper()
+	writes := 0
+	for _, sql := range sqls {
+		require.NotRegexp(t, dmlInWith, sql, "a data-modifying WITH")
+		require.NotRegexp(t, `(?i)\bFOR\s+(UPDATE|SHARE|NO KEY|KEY)\b`, sql, "a multi-shard SELECT ... FOR UPDATE")
+		if strings.Contains(sql, "INSERT INTO unique_user_pairs") || strings.Contains(sql, "UPDATE unique_user_pairs") {
+			writes++
+			require.NotContains(t, sql, "WITH", "the pair writes are plain statements")
+			require.NotContains(t, sql, "event_names", "ids are resolved before the pair writes")
+		}
+	}
+	return writes
+}
+
 // dmlInWith matches a WITH query whose body is an INSERT, UPDATE or
 // DELETE.
 var dmlInWith = regexp.MustCompile(`(?i)\bAS\s*\(\s*(INSERT|UPDATE|DELETE)\b`)
@@ -283,7 +361,8 @@ var dmlInWith = regexp.MustCompile(`(?i)\bAS\s*\(\s*(INSERT|UPDATE|DELETE)\b`)
 // recorder is a DBTX that records the SQL it is sent, batches included.
 type recorder struct {
 	store.DBTX
-	sql []string
+	sql    []string
+	before func(sql string) // if set, called before a query is sent
 }
 
 func (r *recorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -293,6 +372,9 @@ func (r *recorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.Co
 
 func (r *recorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	r.sql = append(r.sql, sql)
+	if r.before != nil {
+		r.before(sql)
+	}
 	return r.DBTX.Query(ctx, sql, args...)
 }
 

@@ -95,10 +95,15 @@ SELECT user_id, event_name FROM inserted`
 // insertPairsSQL. It has no WITH and no join, so on Citus, with
 // unique_user_pairs distributed by user_id, each row's conflict is
 // settled on its own shard; the rows it returns are counted by
-// countInserted, in the same transaction.
+// firstSeen, in the same transaction.
 const insertCompactSQL = `
 INSERT INTO unique_user_pairs (user_id, created_at, event_id)
-SELECT u, least(coalesce(t, now()), now()), e
+SELECT u, least(coalesce(t, now()), now()), e` + fromPairArraysSQL
+
+// fromPairArraysSQL ends a compact pair insert: the pairs of the arrays
+// (users $1, times $2, ids $3) in key order, those that exist skipped,
+// the inserted ones returned.
+const fromPairArraysSQL = `
 FROM unnest($1::uuid[], $2::timestamptz[], $3::int[]) AS x(u, t, e)
 ORDER BY u, e
 ON CONFLICT DO NOTHING
@@ -220,69 +225,111 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 
 // insertCompact is InsertPairs on the compact layout: the pair insert
 // (insertCompactSQL) under the names' ids, then the totals and days of
-// the pairs it returned (countInserted).
+// the pairs it returned (firstSeen).
 func insertCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, times []pgtype.Timestamptz, ids map[string]int32) ([]uum.Pair, error) {
-	events := make([]int32, len(names))
-	byID := make(map[int32]string, len(ids))
-	for i, n := range names {
-		id, ok := ids[n]
-		if !ok {
-			return nil, fmt.Errorf("insert pairs: event name %q has no id", n)
-		}
-		events[i], byID[id] = id, n
-	}
-	rows, err := db.Query(ctx, insertCompactSQL, users, times, events)
+	events, byID, err := eventIDs(names, ids)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
-	inserted := make([]uum.Pair, 0, len(names))
-	var (
-		user [16]byte
-		id   int32
-		at   time.Time
-		ats  []time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&user, &id, &at}, func() error {
-		inserted = append(inserted, uum.Pair{UserID: user, Name: byID[id]})
-		ats = append(ats, at)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("insert pairs: %w", err)
+	var counts firstSeen
+	inserted, err := insertReturning(ctx, db, insertCompactSQL, users, times, events, byID, &counts)
+	if err == nil {
+		err = counts.send(ctx, db)
 	}
-	if err := countInserted(ctx, db, inserted, ats); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}
 	return inserted, nil
 }
 
-// countInserted adds the inserted pairs, first seen at ats, to the totals
-// and the days, in one round trip. It counts them per event and per event
-// and UTC hour first, so the statements get a few rows, not one a pair.
-func countInserted(ctx context.Context, db DBTX, inserted []uum.Pair, ats []time.Time) error {
-	if len(inserted) == 0 {
+// eventIDs returns the id of each of names, and the names by id.
+func eventIDs(names []string, ids map[string]int32) ([]int32, map[int32]string, error) {
+	events := make([]int32, len(names))
+	byID := make(map[int32]string, len(ids))
+	for i, n := range names {
+		id, ok := ids[n]
+		if !ok {
+			return nil, nil, fmt.Errorf("event name %q has no id", n)
+		}
+		events[i], byID[id] = id, n
+	}
+	return events, byID, nil
+}
+
+// insertReturning runs a compact pair insert (insertCompactSQL or
+// backfillInsertSQL: users $1, times $2, ids $3) and returns the pairs it
+// inserted, each added to counts at its first-seen time.
+func insertReturning(ctx context.Context, db DBTX, sql string, users [][16]byte, times any, events []int32, byID map[int32]string, counts *firstSeen) ([]uum.Pair, error) {
+	rows, err := db.Query(ctx, sql, users, times, events)
+	if err != nil {
+		return nil, err
+	}
+	inserted := make([]uum.Pair, 0, len(users))
+	var (
+		user [16]byte
+		id   int32
+		at   time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&user, &id, &at}, func() error {
+		inserted = append(inserted, uum.Pair{UserID: user, Name: byID[id]})
+		counts.add(byID[id], at)
+		return nil
+	})
+	return inserted, err
+}
+
+// firstSeen counts what a transaction did to the pairs, for the totals
+// and the days: new pairs per event, and per event and UTC hour the
+// pairs first seen in it, less those moved out of it. Counted in Go, the
+// statements that apply them (addTotalsSQL, addNewDaysSQL) get a few
+// rows, not one a pair. The zero value is empty.
+type firstSeen struct {
+	perName map[string]int64
+	perHour map[eventHour]int64
+}
+
+type eventHour struct {
+	name string
+	at   time.Time
+}
+
+// add counts a new pair of name first seen at at.
+func (f *firstSeen) add(name string, at time.Time) {
+	if f.perName == nil {
+		f.perName, f.perHour = map[string]int64{}, map[eventHour]int64{}
+	}
+	f.perName[name]++
+	f.perHour[eventHour{name, at.UTC().Truncate(time.Hour)}]++
+}
+
+// move counts a recorded pair of name whose first-seen time moved from
+// from to to: off the one's hour, onto the other's; the totals keep it.
+func (f *firstSeen) move(name string, from, to time.Time) {
+	if f.perName == nil {
+		f.perName, f.perHour = map[string]int64{}, map[eventHour]int64{}
+	}
+	f.perHour[eventHour{name, from.UTC().Truncate(time.Hour)}]--
+	f.perHour[eventHour{name, to.UTC().Truncate(time.Hour)}]++
+}
+
+// send adds the counts to the totals and the days, in one round trip.
+func (f *firstSeen) send(ctx context.Context, db DBTX) error {
+	if len(f.perHour) == 0 {
 		return nil
 	}
-	type hour struct {
-		name string
-		at   time.Time
-	}
-	perName, perHour := map[string]int64{}, map[hour]int64{}
-	for i, p := range inserted {
-		perName[p.Name]++
-		perHour[hour{p.Name, ats[i].UTC().Truncate(time.Hour)}]++
-	}
-	names, counts := make([]string, 0, len(perName)), make([]int64, 0, len(perName))
-	for n, c := range perName {
+	names, counts := make([]string, 0, len(f.perName)), make([]int64, 0, len(f.perName))
+	for n, c := range f.perName {
 		names, counts = append(names, n), append(counts, c)
 	}
-	hourNames := make([]string, 0, len(perHour))
-	hours, hourCounts := make([]time.Time, 0, len(perHour)), make([]int64, 0, len(perHour))
-	for h, c := range perHour {
+	hourNames := make([]string, 0, len(f.perHour))
+	hours, hourCounts := make([]time.Time, 0, len(f.perHour)), make([]int64, 0, len(f.perHour))
+	for h, c := range f.perHour {
 		hourNames, hours, hourCounts = append(hourNames, h.name), append(hours, h.at), append(hourCounts, c)
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(addTotalsSQL, names, counts)
+	if len(names) > 0 {
+		batch.Queue(addTotalsSQL, names, counts)
+	}
 	batch.Queue(addNewDaysSQL, hourNames, hours, hourCounts)
 	return db.SendBatch(ctx, batch).Close()
 }
