@@ -56,20 +56,18 @@ const backfillInsertSQL = `
 INSERT INTO unique_user_pairs (user_id, created_at, event_id)
 SELECT u, t, e` + fromPairArraysSQL
 
-// laterPairsSQL reads which of the pairs (users $1, ids $2) are recorded
-// with a later first-seen time than the row's ($3): their key, recorded
-// time and the row's, in key order. A read without a lock (Citus runs
-// no multi-shard SELECT ... FOR UPDATE); movePairsSQL checks that the
-// time it read is still the row's.
-const laterPairsSQL = `
+// recordedPairsSQL reads which of the pairs (users $1, ids $2) are
+// recorded: their key, recorded time and the row's ($3), in key order. A
+// read without a lock (Citus runs no multi-shard SELECT ... FOR UPDATE):
+// movePairsSQL checks that the time it read is still the row's.
+const recordedPairsSQL = `
 SELECT p.user_id, p.event_id, p.created_at, x.t
 FROM unnest($1::uuid[], $2::int[], $3::timestamptz[]) AS x(u, e, t)
 JOIN unique_user_pairs p ON p.user_id = x.u AND p.event_id = x.e
-WHERE x.t < p.created_at
 ORDER BY p.user_id, p.event_id`
 
 // movePairsSQL moves each pair (users $1, ids $2) recorded at the time
-// laterPairsSQL read ($3) to the row's earlier one ($4), and returns
+// recordedPairsSQL read ($3) to the row's earlier one ($4), and returns
 // those it moved with both times. A pair that another backfill moved
 // since the read is left alone (its time differs), for the caller to
 // read again. An UPDATE joined only to the arrays, on the distribution
@@ -93,7 +91,7 @@ func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) 
 	if len(rows) == 0 && len(names) == 0 {
 		return 0, 0, nil
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
 		inserted, moved, err = backfillTx(ctx, tx, names, rows)
 		return err
 	})
@@ -125,38 +123,43 @@ func backfillTx(ctx context.Context, db DBTX, names []string, rows []DatedPair) 
 }
 
 // backfillCompact is backfillSQL on the compact layout, as statements
-// Citus runs on unique_user_pairs distributed by user_id: the pairs
-// recorded later move (movePairs), then the others go in
-// (backfillInsertSQL), then the totals and days count both (firstSeen),
-// in that lock order, as the one statement took them.
+// Citus runs on unique_user_pairs distributed by user_id: it reads which
+// pairs are recorded, moves those recorded later (movePairs), inserts
+// the others (backfillInsertSQL), then counts both in the totals and days
+// (firstSeen): moves before inserts, as the one statement. A pair another
+// transaction commits after the read is skipped by the insert's ON
+// CONFLICT and keeps its time.
 func backfillCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, created []time.Time, ids map[string]int32) (inserted, moved int, err error) {
 	events, byID, err := eventIDs(names, ids)
 	if err != nil {
 		return 0, 0, err
 	}
+	found, err := readRecorded(ctx, db, users, events, created)
+	if err != nil {
+		return 0, 0, err
+	}
 	var counts firstSeen
-	moved, err = movePairs(ctx, db, users, events, created, byID, &counts)
-	if err != nil {
+	if moved, err = movePairs(ctx, db, found.later, byID, &counts); err != nil {
 		return 0, 0, err
 	}
-	added, err := insertReturning(ctx, db, backfillInsertSQL, users, created, events, byID, &counts)
-	if err != nil {
-		return 0, 0, err
+	users, events, created = found.absent(users, events, created)
+	if len(users) > 0 {
+		added, err := insertReturning(ctx, db, backfillInsertSQL, users, created, events, byID, &counts)
+		if err != nil {
+			return 0, 0, err
+		}
+		inserted = len(added)
 	}
-	return len(added), moved, counts.send(ctx, db)
+	return inserted, moved, counts.send(ctx, db)
 }
 
-// movePairs moves the pairs (users, events) recorded later than times to
-// those times, counting each move, and returns how many it moved. A pair
-// another transaction moved between the read and the update is read and
-// tried again, until every pair is moved or recorded no later.
-func movePairs(ctx context.Context, db DBTX, users [][16]byte, events []int32, times []time.Time, byID map[int32]string, counts *firstSeen) (int, error) {
+// movePairs moves the pairs of later to their earlier times, counting
+// each move, and returns how many it moved. A pair another transaction
+// moved between the read and the update is read and tried again, until
+// every pair is moved or recorded no later.
+func movePairs(ctx context.Context, db DBTX, later laterPairs, byID map[int32]string, counts *firstSeen) (int, error) {
 	moved := 0
-	for len(users) > 0 {
-		later, err := readLater(ctx, db, users, events, times)
-		if err != nil || len(later.users) == 0 {
-			return moved, err
-		}
+	for len(later.users) > 0 {
 		rows, err := db.Query(ctx, movePairsSQL, later.users, later.events, later.was, later.times)
 		if err != nil {
 			return moved, err
@@ -175,7 +178,15 @@ func movePairs(ctx context.Context, db DBTX, users [][16]byte, events []int32, t
 			return moved, err
 		}
 		moved += len(done)
-		users, events, times = later.except(done)
+		users, events, times := later.except(done)
+		if len(users) == 0 {
+			break
+		}
+		found, err := readRecorded(ctx, db, users, events, times)
+		if err != nil {
+			return moved, err
+		}
+		later = found.later
 	}
 	return moved, nil
 }
@@ -185,30 +196,55 @@ type pairKey struct {
 	event int32
 }
 
-// laterPairs is what laterPairsSQL read: pairs, their recorded times
-// (was) and the earlier times to move them to.
+// recorded is what recordedPairsSQL read: the keys of the pairs recorded,
+// and those recorded later than their row's time.
+type recorded struct {
+	keys  map[pairKey]bool
+	later laterPairs
+}
+
+// laterPairs are pairs, their recorded times (was) and the earlier times
+// to move them to.
 type laterPairs struct {
 	users      [][16]byte
 	events     []int32
 	was, times []time.Time
 }
 
-func readLater(ctx context.Context, db DBTX, users [][16]byte, events []int32, times []time.Time) (laterPairs, error) {
-	var l laterPairs
-	rows, err := db.Query(ctx, laterPairsSQL, users, events, times)
+func readRecorded(ctx context.Context, db DBTX, users [][16]byte, events []int32, times []time.Time) (recorded, error) {
+	r := recorded{keys: map[pairKey]bool{}}
+	rows, err := db.Query(ctx, recordedPairsSQL, users, events, times)
 	if err != nil {
-		return l, err
+		return r, err
 	}
 	var (
 		k      pairKey
 		was, t time.Time
 	)
 	_, err = pgx.ForEachRow(rows, []any{&k.user, &k.event, &was, &t}, func() error {
-		l.users, l.events = append(l.users, k.user), append(l.events, k.event)
-		l.was, l.times = append(l.was, was), append(l.times, t)
+		r.keys[k] = true
+		if l := &r.later; t.Before(was) {
+			l.users, l.events = append(l.users, k.user), append(l.events, k.event)
+			l.was, l.times = append(l.was, was), append(l.times, t)
+		}
 		return nil
 	})
-	return l, err
+	return r, err
+}
+
+// absent returns the pairs that were not recorded, with their times.
+func (r recorded) absent(users [][16]byte, events []int32, times []time.Time) ([][16]byte, []int32, []time.Time) {
+	var (
+		u [][16]byte
+		e []int32
+		t []time.Time
+	)
+	for i := range users {
+		if !r.keys[pairKey{users[i], events[i]}] {
+			u, e, t = append(u, users[i]), append(e, events[i]), append(t, times[i])
+		}
+	}
+	return u, e, t
 }
 
 // except returns the pairs not in done, with their times to move to.
