@@ -234,25 +234,21 @@ func readRecorded(ctx context.Context, db DBTX, users [][16]byte, events []int32
 
 // absent returns the pairs that were not recorded, with their times.
 func (r recorded) absent(users [][16]byte, events []int32, times []time.Time) ([][16]byte, []int32, []time.Time) {
-	var (
-		u [][16]byte
-		e []int32
-		t []time.Time
-	)
+	return pairsWithout(r.keys, users, events, times)
+}
+
+// except returns the pairs not in done, with their times to move to.
+func (l laterPairs) except(done map[pairKey]bool) ([][16]byte, []int32, []time.Time) {
+	return pairsWithout(done, l.users, l.events, l.times)
+}
+
+// pairsWithout returns the pairs of the parallel slices whose key is not
+// in skip, with their times.
+func pairsWithout(skip map[pairKey]bool, users [][16]byte, events []int32, times []time.Time) (u [][16]byte, e []int32, t []time.Time) {
 	for i := range users {
-		if !r.keys[pairKey{users[i], events[i]}] {
+		if !skip[pairKey{users[i], events[i]}] {
 			u, e, t = append(u, users[i]), append(e, events[i]), append(t, times[i])
 		}
 	}
 	return u, e, t
-}
-
-// except returns the pairs not in done, with their times to move to.
-func (l laterPairs) except(done map[pairKey]bool) (users [][16]byte, events []int32, times []time.Time) {
-	for i, u := range l.users {
-		if !done[pairKey{u, l.events[i]}] {
-			users, events, times = append(users, u), append(events, l.events[i]), append(times, l.times[i])
-		}
-	}
-	return users, events, times
 }

@@ -295,9 +295,7 @@ type eventHour struct {
 
 // add counts a new pair of name first seen at at.
 func (f *firstSeen) add(name string, at time.Time) {
-	if f.perName == nil {
-		f.perName, f.perHour = map[string]int64{}, map[eventHour]int64{}
-	}
+	f.init()
 	f.perName[name]++
 	f.perHour[eventHour{name, at.UTC().Truncate(time.Hour)}]++
 }
@@ -305,11 +303,16 @@ func (f *firstSeen) add(name string, at time.Time) {
 // move counts a recorded pair of name whose first-seen time moved from
 // from to to: off the one's hour, onto the other's; the totals keep it.
 func (f *firstSeen) move(name string, from, to time.Time) {
+	f.init()
+	f.perHour[eventHour{name, from.UTC().Truncate(time.Hour)}]--
+	f.perHour[eventHour{name, to.UTC().Truncate(time.Hour)}]++
+}
+
+// init makes the maps of the zero value.
+func (f *firstSeen) init() {
 	if f.perName == nil {
 		f.perName, f.perHour = map[string]int64{}, map[eventHour]int64{}
 	}
-	f.perHour[eventHour{name, from.UTC().Truncate(time.Hour)}]--
-	f.perHour[eventHour{name, to.UTC().Truncate(time.Hour)}]++
 }
 
 // send adds the counts to the totals and the days, in one round trip.
