@@ -124,11 +124,15 @@ func backfillTx(ctx context.Context, db DBTX, names []string, rows []DatedPair) 
 
 // backfillCompact is backfillSQL on the compact layout, as statements
 // Citus runs on unique_user_pairs distributed by user_id: it reads which
-// pairs are recorded, moves those recorded later (movePairs), inserts
-// the others (backfillInsertSQL), then counts both in the totals and days
-// (firstSeen): moves before inserts, as the one statement. A pair another
-// transaction commits after the read is skipped by the insert's ON
-// CONFLICT and keeps its time.
+// pairs are recorded, inserts the others (backfillInsertSQL), moves those
+// recorded later (movePairs), then counts both in the totals and days
+// (firstSeen). Inserts come first, in key order, as a drain inserts: a
+// drain waits for the pairs the backfill inserted or moved, and the
+// backfill for those the drain inserted, so the backfill must not hold a
+// moved row while it waits on an insert (it deadlocked so). The rows it
+// moves were committed when it read them, so no drain holds them. A pair
+// another transaction commits after the read is skipped by the insert's
+// ON CONFLICT and keeps its time.
 func backfillCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, created []time.Time, ids map[string]int32) (inserted, moved int, err error) {
 	events, byID, err := eventIDs(names, ids)
 	if err != nil {
@@ -139,9 +143,6 @@ func backfillCompact(ctx context.Context, db DBTX, users [][16]byte, names []str
 		return 0, 0, err
 	}
 	var counts firstSeen
-	if moved, err = movePairs(ctx, db, found.later, byID, &counts); err != nil {
-		return 0, 0, err
-	}
 	users, events, created = found.absent(users, events, created)
 	if len(users) > 0 {
 		added, err := insertReturning(ctx, db, backfillInsertSQL, users, created, events, byID, &counts)
@@ -149,6 +150,9 @@ func backfillCompact(ctx context.Context, db DBTX, users [][16]byte, names []str
 			return 0, 0, err
 		}
 		inserted = len(added)
+	}
+	if moved, err = movePairs(ctx, db, found.later, byID, &counts); err != nil {
+		return 0, 0, err
 	}
 	return inserted, moved, counts.send(ctx, db)
 }
