@@ -1,0 +1,59 @@
+package activeusers_test
+
+import (
+	"testing"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum/activeusers"
+)
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	set := func(n int) *roaring.Bitmap {
+		b := roaring.New()
+		b.AddRange(0, uint64(n))
+		return b
+	}
+
+	t.Run("EvictsTheLeastRecentlyUsedToStayWithinItsBytes", func(t *testing.T) {
+		t.Parallel()
+		one := int64(set(100).GetSizeInBytes()) + 64
+		c := activeusers.NewCache(3 * one)
+		for d := range 3 {
+			c.Put(activeusers.Key{Event: 1, Day: activeusers.Day(d)}, set(100))
+		}
+		_, ok := c.Get(activeusers.Key{Event: 1, Day: 0}) // day 1 is now the oldest used
+		require.True(t, ok)
+		c.Put(activeusers.Key{Event: 2, Day: 0}, set(100))
+		_, ok = c.Get(activeusers.Key{Event: 1, Day: 1})
+		require.False(t, ok)
+		for _, k := range []activeusers.Key{{Event: 1, Day: 0}, {Event: 1, Day: 2}, {Event: 2, Day: 0}} {
+			b, ok := c.Get(k)
+			require.True(t, ok, "%v", k)
+			require.Equal(t, uint64(100), b.GetCardinality())
+		}
+		n, bytes := c.Size()
+		require.Equal(t, 3, n)
+		require.LessOrEqual(t, bytes, 3*one)
+	})
+
+	t.Run("ReplacesAKeyAndSkipsWhatCannotFit", func(t *testing.T) {
+		t.Parallel()
+		c := activeusers.NewCache(1 << 20)
+		k := activeusers.Key{Event: 0, Day: 7}
+		c.Put(k, set(10))
+		c.Put(k, set(20))
+		b, _ := c.Get(k)
+		require.Equal(t, uint64(20), b.GetCardinality())
+		small := activeusers.NewCache(int64(set(10).GetSizeInBytes()) + 64)
+		small.Put(k, set(1<<20))
+		_, ok := small.Get(k)
+		require.False(t, ok, "a set over the bound is not cached")
+		off := activeusers.NewCache(0)
+		off.Put(k, set(1))
+		_, ok = off.Get(k)
+		require.False(t, ok)
+	})
+}
