@@ -19,7 +19,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/promstats"
+	"github.com/uumhq/uum/cmd/internal/promstats"
 	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"

@@ -1,9 +1,4 @@
-// Package prometheus holds uum's Prometheus alerting rules, beside the
-// DataDog monitors of deploy/datadog, and the recording rules that keep
-// the deprecated metric names; its test checks them with promtool, runs
-// their unit tests, and keeps them in step with the metrics /metrics
-// serves and with the DataDog monitors.
-package prometheus_test
+package promstats_test
 
 import (
 	"encoding/json"
@@ -16,11 +11,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/uumhq/uum/internal/promstats"
+	"github.com/uumhq/uum/cmd/internal/promstats"
 	"github.com/uumhq/uum/internal/promtooltest"
 )
 
-// ruleFiles are the rule files and their unit tests.
+// prometheusDir holds uum's Prometheus alerting rules, beside the DataDog
+// monitors of deploy/datadog, and the recording rules that keep the
+// deprecated metric names: artefacts operators load as they are. These
+// tests check them with promtool, run their unit tests, and keep them in
+// step with the metrics /metrics serves and with the DataDog monitors.
+var prometheusDir = filepath.Join("..", "..", "..", "deploy", "prometheus")
+
+// ruleFiles are the rule files and their unit tests, in prometheusDir.
 var ruleFiles = map[string]string{
 	"uum.rules.yml":        "uum.rules.test.yml",
 	"uum-compat.rules.yml": "uum-compat.rules.test.yml",
@@ -36,13 +38,15 @@ type ruleFile struct {
 	} `yaml:"groups"`
 }
 
-func TestRules(t *testing.T) {
+func TestPrometheusRules(t *testing.T) {
 	t.Parallel()
-	for rules, tests := range ruleFiles {
-		t.Run(rules, func(t *testing.T) {
+	for name, testName := range ruleFiles {
+		rules, tests := filepath.Join(prometheusDir, name), filepath.Join(prometheusDir, testName)
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out, ok := promtooltest.Run(t, "", "check", "rules", rules)
 			require.True(t, ok, "promtool check rules:\n%s", out)
+			// promtool reads a test's rule_files relative to the test file.
 			out, ok = promtooltest.Run(t, "", "test", "rules", tests)
 			require.True(t, ok, "promtool test rules:\n%s", out)
 			for _, expr := range exprs(t, rules) {
@@ -82,7 +86,7 @@ var alertFor = map[string]string{
 // with the same threshold.
 func TestSameConditionsAsDataDog(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("uum.rules.yml")
+	raw, err := os.ReadFile(filepath.Join(prometheusDir, "uum.rules.yml"))
 	require.NoError(t, err)
 	var f ruleFile
 	require.NoError(t, yaml.Unmarshal(raw, &f))
@@ -92,7 +96,7 @@ func TestSameConditionsAsDataDog(t *testing.T) {
 			alerts[r.Alert] = r.Expr
 		}
 	}
-	monitors, err := filepath.Glob(filepath.Join("..", "datadog", "*.json"))
+	monitors, err := filepath.Glob(filepath.Join(datadogDir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, monitors, len(alertFor))
 	threshold := regexp.MustCompile(`> (\d+(\.\d+)?)\s*$`)

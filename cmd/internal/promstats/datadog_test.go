@@ -1,7 +1,4 @@
-// Package datadog holds the DataDog monitor definitions of uum, as the
-// DataDog monitors API takes them; its test keeps them parseable and in
-// step with the metrics the code emits.
-package datadog_test
+package promstats_test
 
 import (
 	"encoding/json"
@@ -19,6 +16,12 @@ import (
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
 )
+
+// datadogDir holds the DataDog monitor definitions of uum, as the DataDog
+// monitors API takes them: artefacts operators load as they are.
+// TestDataDogMonitors keeps them parseable and in step with the metrics
+// the code emits.
+var datadogDir = filepath.Join("..", "..", "..", "deploy", "datadog")
 
 // emitted is every metric name the code sends.
 var emitted = slices.Concat(pipemetrics.Names, []string{
@@ -64,13 +67,13 @@ var (
 	threshold = regexp.MustCompile(`> (\d+(\.\d+)?)$`)
 )
 
-func TestMonitors(t *testing.T) {
+func TestDataDogMonitors(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("*.json")
+	files, err := filepath.Glob(filepath.Join(datadogDir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, files, 5, "queue depth, lag, failure, DLQ growth, drift")
 	for _, f := range files {
-		t.Run(f, func(t *testing.T) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
 			raw, err := os.ReadFile(f)
 			require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/promstats"
+	"github.com/uumhq/uum/cmd/internal/promstats"
 	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/statsdtest"
 	"github.com/uumhq/uum/pipemetrics"
@@ -31,7 +31,7 @@ import (
 func statsdNames(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
