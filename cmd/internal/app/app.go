@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/cmd/internal/promstats"
+	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
