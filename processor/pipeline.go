@@ -32,7 +32,39 @@ func WithPipelineMetrics(m PipelineMetrics, counts pipemetrics.CountReader) Opti
 // drain.
 func (d *Drainer) metricsFailed(ctx context.Context, op string, err error) {
 	d.logger.WarnContext(ctx, "pipeline metrics", "op", op, "error", err)
+	d.countMetricsError(op)
+}
+
+// countMetricsError counts a metrics failure of op.
+func (d *Drainer) countMetricsError(op string) {
 	_ = d.stats.Incr(pipemetrics.NameMetricsErrors, []string{"op:" + op}, 1)
+}
+
+// sameCause reports whether err failed for the same root cause as run
+// (the innermost errors read the same): a best-effort step's warning
+// would only repeat the run's failure.
+func sameCause(err, run error) bool {
+	return run != nil && rootCause(err).Error() == rootCause(run).Error()
+}
+
+// rootCause returns the innermost error err wraps; of joined errors, the
+// first's.
+func rootCause(err error) error {
+	for {
+		var next error
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			next = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if errs := u.Unwrap(); len(errs) > 0 {
+				next = errs[0]
+			}
+		}
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // gaugePipeline sends the pipeline snapshot and the authoritative totals,

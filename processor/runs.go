@@ -19,7 +19,9 @@ var _ RunRecorder = (*pipemetrics.Metrics)(nil)
 // WithRunRecorder makes the drain store each run's summary in r: when it
 // started and finished, what it did and why it failed, if it did. Runs
 // skipped because another drainer held the lease are not stored. A failure
-// to store is logged and counted, never the drain's.
+// to store is logged and counted, never the drain's; it is only counted
+// when the run failed for the same cause (a Redis outage), so the cause
+// is printed once.
 func WithRunRecorder(r RunRecorder) Option { return func(d *Drainer) { d.runLog = r } }
 
 // recordRun stores the run's summary, if a recorder is set.
@@ -37,7 +39,12 @@ func (d *Drainer) recordRun(ctx context.Context, start time.Time, sum Summary, e
 	}
 	rctx, cancel := detach(ctx, finishTimeout)
 	defer cancel()
-	if err := d.runLog.RecordRun(rctx, r); err != nil {
-		d.metricsFailed(ctx, "record_run", err)
+	if rerr := d.runLog.RecordRun(rctx, r); rerr != nil {
+		if sameCause(rerr, err) {
+			// The run's failure, logged once by the caller, says it.
+			d.countMetricsError("record_run")
+			return
+		}
+		d.metricsFailed(ctx, "record_run", rerr)
 	}
 }

@@ -103,12 +103,9 @@ func (d *Drainer) DrainAll(ctx context.Context) (Summary, error) {
 		return d.Drain(ctx)
 	}
 	start := time.Now()
+	// The configured shards still drain when the listing fails;
+	// leftovers wait for a run that can list them.
 	ids, lerr := s.list(ctx)
-	if lerr != nil {
-		// The configured shards still drain; leftovers wait for a run
-		// that can list them.
-		d.logger.WarnContext(ctx, "list shards beyond UUM_BUFFER_SHARDS", "error", lerr)
-	}
 	var (
 		mu    sync.Mutex
 		total = Summary{Skipped: true}
@@ -137,7 +134,13 @@ func (d *Drainer) DrainAll(ctx context.Context) (Summary, error) {
 	}
 	wg.Wait()
 	total.DurationMS = time.Since(start).Milliseconds()
-	return total, errors.Join(errs...)
+	err := errors.Join(errs...)
+	if lerr != nil && !sameCause(lerr, err) {
+		// Said after the runs, and only if they did not fail for the
+		// same cause (a Redis outage): each cause is printed once.
+		d.logger.WarnContext(ctx, "list shards beyond UUM_BUFFER_SHARDS", "error", lerr)
+	}
+	return total, err
 }
 
 // measureDepth sets sum's depth to the sum of every shard's length,

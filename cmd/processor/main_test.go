@@ -23,6 +23,7 @@ import (
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/rediskey"
+	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/internal/testenv"
 )
 
@@ -355,6 +356,27 @@ func TestExitCode(t *testing.T) {
 		require.Equal(t, "processor", last["bin"])
 		require.Contains(t, last["error"], "127.0.0.1:1")
 		require.Empty(t, b.stdout.String())
+	})
+
+	t.Run("RedisOutagePrintsTheCauseOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.push(t, wire(userA, "a"))
+		// Every reply lost: each step that reaches Redis fails the same way.
+		proxy := redistest.CutReplies(t, redistest.Options(t).Addr, 1)
+		b.Env["UUM_REDIS_URL"] = "redis://" + proxy.Addr() + "/0"
+
+		var stderr bytes.Buffer
+		require.Equal(t, 1, exitCode(b.run(t, "-once"), &stderr))
+		require.Contains(t, lastLogLine(t, stderr.String())["error"], "EOF")
+		// Past the start-up check, the run's failure is the one line
+		// that names the cause; best-effort steps that failed with it
+		// only count it.
+		logs := b.stderr.String()
+		_, run, _ := strings.Cut(logs, "redis unreachable at start")
+		_, run, _ = strings.Cut(run, "\n")
+		require.Equal(t, 1, strings.Count(run, "EOF"), "one line per cause:\n%s", logs)
+		require.Contains(t, run, `"msg":"drain failed"`)
 	})
 
 	t.Run("SuccessIsZero", func(t *testing.T) {
