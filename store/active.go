@@ -1,0 +1,248 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/uumhq/uum"
+)
+
+// Active users are kept as one set of users per (event, day) and per day
+// for any event (AnyEvent), each a roaring bitmap of user numbers
+// (migration 00010): the drain appends a small bitmap per batch and set
+// (AddActiveUsers), the compaction folds those into the set's rows
+// (CompactActiveUsers), and a read unions both (ActiveUserDays). Adding a
+// user twice changes nothing, so a replayed batch is harmless.
+
+// AnyEvent is the event id of the sets of users active on any event.
+const AnyEvent int32 = 0
+
+// ActiveUsers are users active on one day for one event: a drain batch's
+// part of one set. Day is the date in the report zone, as the midnight UTC
+// of that date (only its year, month and day count).
+type ActiveUsers struct {
+	EventID int32 // AnyEvent for the any-event set
+	Day     time.Time
+	Users   *roaring.Bitmap // user numbers (UserNumbers)
+}
+
+// addUserNumbersSQL numbers the users of $1 (distinct, sorted: the lock
+// order) that have no number yet. Only those: ON CONFLICT still consumes
+// identity values, and each one burnt is a hole in every bitmap's number
+// space. The conflict clause is for a concurrent drain that numbers the
+// same user first: this one waits for it and skips the user.
+const addUserNumbersSQL = `
+INSERT INTO user_numbers (user_id)
+SELECT u FROM unnest($1::uuid[]) AS x(u)
+WHERE NOT EXISTS (SELECT 1 FROM user_numbers n WHERE n.user_id = x.u)
+ORDER BY u
+ON CONFLICT (user_id) DO NOTHING`
+
+// userNumbersSQL reads the numbers of $1. As a statement of its own after
+// addUserNumbersSQL it sees the numbers that one assigned and those a
+// concurrent transaction assigned and committed meanwhile.
+const userNumbersSQL = `SELECT user_id, number FROM user_numbers WHERE user_id = ANY($1::uuid[])`
+
+// UserNumbers returns the number of each of users, numbering those that
+// have none, in one round trip. Numbers are never reused; a number
+// assigned in a transaction that rolls back is never seen again.
+func UserNumbers(ctx context.Context, db DBTX, users []uum.UUID) (map[uum.UUID]uint32, error) {
+	if len(users) == 0 {
+		return nil, nil
+	}
+	sorted := make([][16]byte, len(users))
+	for i, u := range users {
+		sorted[i] = u
+	}
+	slices.SortFunc(sorted, func(a, b [16]byte) int { return slices.Compare(a[:], b[:]) })
+	sorted = slices.Compact(sorted)
+	batch := &pgx.Batch{}
+	batch.Queue(addUserNumbersSQL, sorted)
+	batch.Queue(userNumbersSQL, sorted)
+	results := db.SendBatch(ctx, batch)
+	numbers, err := readUserNumbers(results, len(sorted))
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("user numbers: %w", err)
+	}
+	if len(numbers) != len(sorted) {
+		return nil, fmt.Errorf("user numbers: %d of %d users numbered", len(numbers), len(sorted))
+	}
+	return numbers, nil
+}
+
+// readUserNumbers reads the results of UserNumbers' batch.
+func readUserNumbers(results pgx.BatchResults, n int) (map[uum.UUID]uint32, error) {
+	if _, err := results.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	numbers := make(map[uum.UUID]uint32, n)
+	var (
+		user   [16]byte
+		number int32
+	)
+	_, err = pgx.ForEachRow(rows, []any{&user, &number}, func() error {
+		numbers[user] = uint32(number)
+		return nil
+	})
+	return numbers, err
+}
+
+// AddActiveUsers appends sets' users to their (event, day) sets, one row
+// a set, in one statement. Rows are only ever inserted here, so
+// concurrent drains take no lock on each other's rows.
+func AddActiveUsers(ctx context.Context, db DBTX, sets []ActiveUsers) error {
+	if len(sets) == 0 {
+		return nil
+	}
+	events := make([]int32, 0, len(sets))
+	days := make([]time.Time, 0, len(sets))
+	users := make([][]byte, 0, len(sets))
+	for _, s := range sets {
+		if s.Users.IsEmpty() {
+			continue
+		}
+		s.Users.RunOptimize()
+		b, err := s.Users.ToBytes()
+		if err != nil {
+			return fmt.Errorf("add active users: %w", err)
+		}
+		events, days, users = append(events, s.EventID), append(days, utcDate(s.Day)), append(users, b)
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	if _, err := db.Exec(ctx, `
+		INSERT INTO active_user_deltas (event_id, day, users)
+		SELECT * FROM unnest($1::int[], $2::date[], $3::bytea[])`, events, days, users); err != nil {
+		return fmt.Errorf("add active users: %w", err)
+	}
+	return nil
+}
+
+// ActiveUserDays returns, for each day from from to to (both included;
+// their dates count, as in ActiveUsers.Day), the users active that day on
+// any of eventIDs, or on any event when eventIDs is empty: out[i] is the
+// day from+i, never nil. It reads the compacted sets and the deltas not
+// yet compacted in one statement (one snapshot). The bitmaps are the
+// caller's. An event id that was never active has empty days; resolve
+// names with ActiveEventIDs first to tell a name never seen.
+func ActiveUserDays(ctx context.Context, db DBTX, eventIDs []int32, from, to time.Time) ([]*roaring.Bitmap, error) {
+	first, last := utcDate(from), utcDate(to)
+	if last.Before(first) {
+		return nil, nil
+	}
+	if len(eventIDs) == 0 {
+		eventIDs = []int32{AnyEvent}
+	}
+	days := int(last.Sub(first)/(24*time.Hour)) + 1
+	out := make([]*roaring.Bitmap, days)
+	for i := range out {
+		out[i] = roaring.New()
+	}
+	rows, err := db.Query(ctx, `
+		SELECT day - $2::date, users FROM active_user_sets WHERE event_id = ANY($1) AND day BETWEEN $2 AND $3
+		UNION ALL
+		SELECT day - $2::date, users FROM active_user_deltas WHERE event_id = ANY($1) AND day BETWEEN $2 AND $3`,
+		eventIDs, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("active user days: %w", interpret(err))
+	}
+	var (
+		day   int32
+		users []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&day, &users}, func() error {
+		return orInto(out[day], users)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("active user days: %w", interpret(err))
+	}
+	return out, nil
+}
+
+// orInto adds the users of the serialized bitmap b to dst. b is read in
+// place, not copied: pgx scans each row's bytea into a new slice, and
+// nothing keeps it but dst's copies.
+func orInto(dst *roaring.Bitmap, b []byte) error {
+	var set roaring.Bitmap
+	if _, err := set.FromBuffer(b); err != nil {
+		return fmt.Errorf("decode user set: %w", err)
+	}
+	dst.Or(&set)
+	return nil
+}
+
+// UnknownEventError is returned for an event name that was never seen:
+// not a set with no users, a name that no event ever had.
+type UnknownEventError struct {
+	Name string
+}
+
+func (e *UnknownEventError) Error() string {
+	return fmt.Sprintf("uum: unknown event name %q", e.Name)
+}
+
+// ActiveEventIDs returns the event id of each of names, in order, or an
+// *UnknownEventError naming the first name that has none. It registers
+// nothing.
+func ActiveEventIDs(ctx context.Context, db DBTX, names []string) ([]int32, error) {
+	rows, err := db.Query(ctx, `SELECT name::text, id FROM event_names WHERE name = ANY($1::text[])`, names)
+	if err != nil {
+		return nil, fmt.Errorf("active event ids: %w", interpret(err))
+	}
+	byName := make(map[string]int32, len(names))
+	var (
+		name string
+		id   int32
+	)
+	if _, err = pgx.ForEachRow(rows, []any{&name, &id}, func() error {
+		byName[name] = id
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("active event ids: %w", interpret(err))
+	}
+	ids := make([]int32, len(names))
+	for i, n := range names {
+		id, ok := byName[n]
+		if !ok {
+			return nil, &UnknownEventError{Name: n}
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// ActiveUserDays is ActiveUserDays of the named events (none: any event),
+// read from the replica when one is configured. A name never seen is an
+// *UnknownEventError naming it.
+func (s *Store) ActiveUserDays(ctx context.Context, names []string, from, to time.Time) ([]*roaring.Bitmap, error) {
+	var out []*roaring.Bitmap
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
+		var ids []int32
+		if len(names) > 0 {
+			var err error
+			if ids, err = ActiveEventIDs(ctx, db, names); err != nil {
+				return err
+			}
+		}
+		var err error
+		out, err = ActiveUserDays(ctx, db, ids, from, to)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
