@@ -23,10 +23,10 @@ const upsertCountersSQL = `
 WITH u AS (
 	SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[], $5::bigint[]) AS u(n, k, d, t, l)
 ), up AS (
-	INSERT INTO counters AS c (counter_name, dimension_key, dimensions_json, value)
-	SELECT n, k, d::jsonb, t FROM u ORDER BY n, k
+	INSERT INTO counters AS c (counter_name, dimension_key, dimensions_json, value, updated_at)
+	SELECT n, k, d::jsonb, t, now() FROM u ORDER BY n, k
 	ON CONFLICT (counter_name, dimension_key) DO UPDATE
-	SET value = c.value + EXCLUDED.value, updated_at = now()
+	SET value = c.value + EXCLUDED.value, updated_at = EXCLUDED.updated_at
 	RETURNING counter_name, dimension_key, value
 )
 SELECT up.counter_name, up.dimension_key, u.t + u.l

@@ -154,10 +154,10 @@ func (s *Store) RecordReplayFailures(ctx context.Context, ids []int64, reasons [
 func (s *Store) RecordRunFailure(ctx context.Context, f RunFailure) error {
 	attempts := max(f.Attempts, 1)
 	if _, err := s.pool.Exec(ctx, `
-		INSERT INTO dead_letters (correlation_id, kind, raw, reason, attempts)
-		VALUES ($1, 'run', ''::bytea, $2, $3)
+		INSERT INTO dead_letters (correlation_id, kind, raw, reason, attempts, last_failed_at)
+		VALUES ($1, 'run', ''::bytea, $2, $3, now())
 		ON CONFLICT (correlation_id) DO UPDATE
-		SET reason = EXCLUDED.reason, attempts = dead_letters.attempts + 1, last_failed_at = now()`,
+		SET reason = EXCLUDED.reason, attempts = dead_letters.attempts + 1, last_failed_at = EXCLUDED.last_failed_at`,
 		pgtext.Safe(f.CorrelationID, maxIDText), pgtext.Safe(f.Reason, maxReasonText), attempts); err != nil {
 		return fmt.Errorf("record run failure: %w", interpret(err))
 	}

@@ -19,11 +19,13 @@ import (
 // registerMissingSQL registers the names of $1 that event_names lacks:
 // only those, since ON CONFLICT still consumes ids and the seen-cache's
 // bitmaps grow with the largest id. The compact statements take a name's
-// id, so a name is registered before its pair is written.
+// id, so a name is registered before its pair is written. The names
+// present are an uncorrelated NOT IN (neither side holds a null): Citus
+// refuses a correlated subquery when the FROM is a set-returning function.
 const registerMissingSQL = `
 INSERT INTO event_names (name)
 SELECT n FROM unnest($1::varchar(50)[]) AS x(n)
-WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = x.n)
+WHERE n NOT IN (SELECT name FROM event_names WHERE name = ANY($1::varchar(50)[]))
 ORDER BY n
 ON CONFLICT (name) DO NOTHING`
 

@@ -335,8 +335,8 @@ func TestBackfillCitusForms(t *testing.T) {
 }
 
 // pairWrites checks the statements sent against the forms Citus runs
-// and returns how many wrote unique_user_pairs: no data-modifying WITH
-// and no SELECT ... FOR UPDATE/SHARE anywhere, and each write to the
+// and returns how many wrote unique_user_pairs: no data-modifying WITH,
+// no SELECT ... FOR UPDATE/SHARE and no form citusRefused finds anywhere, and each write to the
 // distributed unique_user_pairs neither a WITH nor a join to
 // event_names.
 func pairWrites(t *testing.T, sqls []string) int {
@@ -345,6 +345,7 @@ func pairWrites(t *testing.T, sqls []string) int {
 	for _, sql := range sqls {
 		require.NotRegexp(t, dmlInWith, sql, "a data-modifying WITH")
 		require.NotRegexp(t, `(?i)\bFOR\s+(UPDATE|SHARE|NO KEY|KEY)\b`, sql, "a multi-shard SELECT ... FOR UPDATE")
+		require.Empty(t, citusRefused(sql), sql)
 		if strings.Contains(sql, "INSERT INTO unique_user_pairs") || strings.Contains(sql, "UPDATE unique_user_pairs") {
 			writes++
 			require.NotContains(t, sql, "WITH", "the pair writes are plain statements")

@@ -103,9 +103,8 @@ WITH d AS (
 	FROM d WHERE t.event_name = d.event_name
 	RETURNING t.event_name
 )
-INSERT INTO unique_event_totals AS t (event_name, unique_users)
-SELECT event_name, diff FROM d WHERE diff > 0 AND event_name NOT IN (SELECT event_name FROM updated)
-ON CONFLICT (event_name) DO UPDATE SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()`
+INSERT INTO unique_event_totals AS t (event_name, unique_users, updated_at)
+SELECT event_name, diff, now() FROM d WHERE diff > 0 AND event_name NOT IN (SELECT event_name FROM updated)` + upsertTotalsSQL
 
 func applyDrift(ctx context.Context, db DBTX, drift []Drift) error {
 	names, diffs := make([]string, len(drift)), make([]int64, len(drift))

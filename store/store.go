@@ -117,8 +117,8 @@ RETURNING user_id, event_id, created_at`
 // then days, each in name (and day) order, as countNewSQL locks them.
 const (
 	addTotalsSQL = `
-	INSERT INTO unique_event_totals AS t (event_name, unique_users)
-	SELECT n, c FROM unnest($1::varchar(50)[], $2::bigint[]) AS x(n, c) ORDER BY n` + upsertTotalsSQL
+	INSERT INTO unique_event_totals AS t (event_name, unique_users, updated_at)
+	SELECT n, c, now() FROM unnest($1::varchar(50)[], $2::bigint[]) AS x(n, c) ORDER BY n` + upsertTotalsSQL
 	addNewDaysSQL = `
 WITH first_seen AS (
 	SELECT n AS event_name, at, c AS delta FROM unnest($1::varchar(50)[], $2::timestamptz[], $3::bigint[]) AS x(n, at, c)
@@ -139,14 +139,16 @@ const countNewSQL = `, totals AS (` + addTotalsOfSQL + `
 // unique_event_totals, one upsert per event in name order, so concurrent
 // writers lock rows in one order.
 const addTotalsOfSQL = `
-	INSERT INTO unique_event_totals AS t (event_name, unique_users)
-	SELECT event_name, count(*) FROM inserted GROUP BY event_name ORDER BY event_name` + upsertTotalsSQL
+	INSERT INTO unique_event_totals AS t (event_name, unique_users, updated_at)
+	SELECT event_name, count(*), now() FROM inserted GROUP BY event_name ORDER BY event_name` + upsertTotalsSQL
 
-// upsertTotalsSQL ends an insert into unique_event_totals: new users add
-// to an event's total.
+// upsertTotalsSQL ends an insert into unique_event_totals (event_name,
+// unique_users, updated_at): new users add to an event's total. The time
+// comes from the insert's now() through EXCLUDED, the same value: Citus
+// refuses a function that is not IMMUTABLE in DO UPDATE SET.
 const upsertTotalsSQL = `
 	ON CONFLICT (event_name) DO UPDATE
-	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = now()`
+	SET unique_users = t.unique_users + EXCLUDED.unique_users, updated_at = EXCLUDED.updated_at`
 
 // addDaysSQL adds the rows of by_day (event_name, day, new_users, by_hour)
 // to unique_event_days, one upsert per (event, day) in name and day order,
@@ -165,7 +167,9 @@ const addDaysSQL = `
 // runs it over every row, so the hour is found once a row, by the cheapest
 // expression (floor of epoch seconds / 3600: UTC days start at multiples
 // of 24 of it, and date_part's double holds microseconds exactly enough),
-// and each day's array is built from its few hour rows.
+// and each day's array is built from its few hour rows, each hour looked
+// up with array_position (Citus cannot plan a join of generate_series to
+// unnest here: "invalid attnum").
 const byDaySQL = `, hours AS (
 	SELECT event_name, floor(date_part('epoch', at) / 3600)::bigint AS h, sum(delta) AS n
 	FROM first_seen GROUP BY 1, 2
@@ -177,8 +181,8 @@ const byDaySQL = `, hours AS (
 	FROM hours_of_days GROUP BY 1, 2
 ), by_day AS (
 	SELECT event_name, day, new_users,
-	       ARRAY(SELECT coalesce(x.n, 0)::bigint FROM generate_series(0, 23) g
-	             LEFT JOIN unnest(hrs, ns) AS x(hour, n) ON x.hour = g ORDER BY g) AS by_hour
+	       ARRAY(SELECT coalesce(ns[array_position(hrs, g)], 0)::bigint
+	             FROM generate_series(0, 23) g ORDER BY g) AS by_hour
 	FROM days_of_hours
 )`
 

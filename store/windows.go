@@ -39,11 +39,12 @@ func ApplyBuckets(ctx context.Context, db DBTX, deltas []BucketDelta) error {
 }
 
 // MarkCounted records that this transaction changed counters: the as_of
-// of reads.
+// of reads. The time reaches DO UPDATE SET through EXCLUDED, which Citus
+// takes where it refuses now().
 func MarkCounted(ctx context.Context, db DBTX) error {
 	_, err := db.Exec(ctx, `
 		INSERT INTO counter_commits (singleton, committed_at) VALUES (true, now())
-		ON CONFLICT (singleton) DO UPDATE SET committed_at = now()`)
+		ON CONFLICT (singleton) DO UPDATE SET committed_at = EXCLUDED.committed_at`)
 	if err != nil {
 		return fmt.Errorf("mark counted: %w", err)
 	}
