@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
 	"github.com/uumhq/uum/internal/redistest"
 	"github.com/uumhq/uum/processor"
@@ -115,6 +117,33 @@ func TestTakeover(t *testing.T) {
 		require.Len(t, b.pending(t), 2)
 		require.NoError(t, holder.Renew(context.Background()), "the live holder keeps its lease")
 	})
+
+	t.Run("TakesOverFromAFrozenHolder", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, redistest.Real)
+		b.cfg.LeaseTTL = time.Second
+		ps := pairs(users(3), "a")
+		b.pushEvents(t, ps...)
+		holder, err := b.buf.Acquire(ctx, b.cfg.LeaseTTL)
+		require.NoError(t, err)
+		// The holder froze (SIGSTOP) in its commit, on a connection as
+		// the processor opens them: its transaction holds the batch's
+		// rows, and neither it nor its lease renewal moves again.
+		stalled := drainPool(t, b.pool, b.cfg.LeaseTTL)
+		tx, err := stalled.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = store.InsertPairs(ctx, tx, dbtest.Undated(ps...))
+		require.NoError(t, err)
+
+		sum, err := b.drainer().Drain(ctx)
+		require.NoError(t, err, "the drainer waited on the frozen holder's rows until its commit timed out")
+		require.False(t, sum.Skipped)
+		require.Equal(t, map[string]int64{"a": 3}, b.totals(t))
+		require.Error(t, tx.Commit(ctx), "the frozen holder's transaction was ended")
+		require.ErrorIs(t, holder.Renew(ctx), buffer.ErrFenceLost, "the frozen holder is fenced off")
+	})
 }
 
 func testTakeover(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) {
@@ -154,6 +183,19 @@ func testTakeover(t *testing.T, newRedis func(testing.TB) (*redis.Client, string
 		require.True(t, sum.Skipped)
 		require.NotContains(t, b.logs.String(), "drain lease watched")
 	})
+}
+
+// drainPool opens a pool on pool's schema whose connections are set up
+// as the processor's are (store.BoundIdleTransactions with the lease
+// TTL), closed when the test ends.
+func drainPool(t testing.TB, pool *pgxpool.Pool, ttl time.Duration) *pgxpool.Pool {
+	t.Helper()
+	cfg := pool.Config()
+	store.BoundIdleTransactions(cfg.ConnConfig, ttl)
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
 }
 
 // requireWatching returns once the drain found the lease held and reads

@@ -74,6 +74,8 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	// Every connection resolves uum's tables in its schema, and Migrate
 	// migrates the schema the search_path names.
 	store.UseSchema(pcfg.ConnConfig, cfg.Database.Schema)
+	// A drainer frozen mid-commit holds its rows no longer than its lease.
+	store.BoundIdleTransactions(pcfg.ConnConfig, cfg.Processor.LeaseTTL)
 	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}

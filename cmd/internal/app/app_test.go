@@ -25,3 +25,17 @@ func TestNewInstallTakesTheDatabasePartitions(t *testing.T) {
 		`SELECT count(*) FROM pg_inherits WHERE inhparent = 'unique_user_pairs'::regclass`).Scan(&n))
 	require.Equal(t, 4, n)
 }
+
+// TestDrainConnectionsEndFrozenTransactions checks that the pool's
+// sessions end a transaction idle for the lease TTL (UUM_DRAIN_LEASE_TTL),
+// so a drainer frozen mid-commit holds its rows no longer than its lease
+// (processor's TestTakeover/TakesOverFromAFrozenHolder).
+func TestDrainConnectionsEndFrozenTransactions(t *testing.T) {
+	t.Parallel()
+	stack := testenv.New(t)
+	stack.Env["UUM_DRAIN_LEASE_TTL"] = "7s"
+	a := startApp(t, stack.Env)
+	var timeout string
+	require.NoError(t, a.Pool.QueryRow(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout))
+	require.Equal(t, "7s", timeout)
+}
