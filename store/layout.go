@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,6 +38,104 @@ const layoutIDsSQL = `
 SELECT (SELECT relkind FROM pg_class WHERE oid = 'unique_user_events'::regclass) = 'v',
        coalesce(array_agg(name::text), '{}'), coalesce(array_agg(id), '{}')
 FROM event_names WHERE name = ANY($1::varchar(50)[])`
+
+// pairLayout is InsertPairs' preparation without SQL: a store's memory
+// of its install's layout and of the ids of the names its transactions
+// wrote pairs under. Reading them again cost every drain commit a round
+// trip and two statements. Only what committed is learned, so an id is
+// one that no later transaction can assign to another name (ids are never
+// reused nor renamed); any failed transaction forgets everything, so the
+// next one reads the layout again. An install moved to the compact layout
+// (uum_use_compact_pairs) fails the plain insert of a transaction that
+// remembered the old layout (42P10, see insertPairsSQL), as one that read
+// it just before the move does: its retry reads the new one.
+type pairLayout struct {
+	mu      sync.Mutex
+	known   bool
+	compact bool
+	ids     map[string]int32
+}
+
+// lookup returns the layout and the ids of names, if it knows them all.
+func (l *pairLayout) lookup(names []string) (compact bool, ids map[string]int32, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.known {
+		return false, nil, false
+	}
+	ids = make(map[string]int32, len(names))
+	for _, n := range names {
+		id, ok := l.ids[n]
+		if !ok {
+			return false, nil, false
+		}
+		ids[n] = id
+	}
+	return l.compact, ids, true
+}
+
+// learn records what a committed transaction read.
+func (l *pairLayout) learn(read *layoutRead) {
+	if read == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.known && l.compact != read.compact {
+		l.ids = nil // a layout move: start again
+	}
+	if l.ids == nil {
+		l.ids = make(map[string]int32, len(read.ids))
+	}
+	l.known, l.compact = true, read.compact
+	for n, id := range read.ids {
+		l.ids[n] = id
+	}
+}
+
+// forget drops everything, after a transaction that failed.
+func (l *pairLayout) forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.known, l.ids = false, nil
+}
+
+// layoutRead is what preparePairs read in one transaction.
+type layoutRead struct {
+	compact bool
+	ids     map[string]int32
+}
+
+// layoutTx is the transaction InTx hands its caller: the pgx.Tx, and the
+// store's pairLayout, which InsertPairs consults instead of preparePairs
+// and tells what preparePairs read, for InTx to learn once it committed.
+type layoutTx struct {
+	pgx.Tx
+	layout *pairLayout
+	read   *layoutRead
+}
+
+// prepareLayout is preparePairs, answered from memory when db is a
+// layoutTx that knows the layout and every one of names.
+func prepareLayout(ctx context.Context, db DBTX, names []string) (bool, map[string]int32, error) {
+	tx, ok := db.(*layoutTx)
+	if !ok {
+		return preparePairs(ctx, db, names)
+	}
+	if compact, ids, ok := tx.layout.lookup(names); ok {
+		return compact, ids, nil
+	}
+	compact, ids, err := preparePairs(ctx, db, names)
+	if err == nil {
+		if tx.read == nil || tx.read.compact != compact {
+			tx.read = &layoutRead{compact: compact, ids: map[string]int32{}}
+		}
+		for n, id := range ids {
+			tx.read.ids[n] = id
+		}
+	}
+	return compact, ids, err
+}
 
 // preparePairs registers names in event_names and returns whether the
 // install has the compact layout and every name's id, in one round trip

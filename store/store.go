@@ -33,7 +33,8 @@ type DBTX interface {
 // Store runs the queries on a pool.
 type Store struct {
 	pool    *pgxpool.Pool
-	replica *replica // nil: every read goes to pool
+	replica *replica   // nil: every read goes to pool
+	layout  pairLayout // what InsertPairs learned in InTx's transactions
 }
 
 // New returns a store on pool.
@@ -57,10 +58,21 @@ func (s *Store) Ping(ctx context.Context) error {
 // returns nil; the caller writes the transaction's steps with the DBTX
 // functions of this package, in the lock order it documents. Errors come
 // back translated like every other method's (ErrRejected for data the
-// database refuses, ErrSchema for a missing table or column).
+// database refuses, ErrSchema for a missing table or column). InsertPairs
+// in fn's transaction reads the pair table's layout and the names' ids
+// only the first time, and again after a transaction that failed.
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
+	var ltx *layoutTx
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ltx = &layoutTx{Tx: tx, layout: &s.layout}
+		return fn(ltx)
+	})
+	if err != nil {
+		s.layout.forget()
 		return interpret(err)
+	}
+	if ltx != nil {
+		s.layout.learn(ltx.read)
 	}
 	return nil
 }
@@ -204,7 +216,7 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 		users[i], names[i] = p.UserID, p.Name
 		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
 	}
-	compact, ids, err := preparePairs(ctx, db, names)
+	compact, ids, err := prepareLayout(ctx, db, names)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
 	}

@@ -1,0 +1,147 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/store"
+)
+
+// layoutReads counts the statements that read the pair table's layout
+// (preparePairs' layout and ids) on the connections of a pool.
+type layoutReads struct{ n atomic.Int64 }
+
+func (r *layoutReads) note(sql string) {
+	if strings.Contains(sql, "pg_class") {
+		r.n.Add(1)
+	}
+}
+
+func (r *layoutReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.note(d.SQL)
+	return ctx
+}
+
+func (r *layoutReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *layoutReads) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (r *layoutReads) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.note(d.SQL)
+}
+
+func (r *layoutReads) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// tracedPool opens a pool on the schema at url whose layout reads reads
+// counts.
+func tracedPool(t *testing.T, url string, reads *layoutReads) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = reads
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func TestInTxReadsTheLayoutOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	type testBundle struct {
+		st    *store.Store
+		pool  *pgxpool.Pool
+		reads *layoutReads
+	}
+	setup := func(t *testing.T, plain bool) *testBundle {
+		t.Helper()
+		_, url := dbtest.Schema(t)
+		if plain {
+			_, url = dbtest.PlainSchema(t)
+		}
+		reads := &layoutReads{}
+		pool := tracedPool(t, url, reads)
+		return &testBundle{st: store.New(pool), pool: pool, reads: reads}
+	}
+	insert := func(b *testBundle, pairs ...uum.Pair) error {
+		return b.st.InTx(ctx, func(tx pgx.Tx) error {
+			_, err := store.InsertPairs(ctx, tx, dbtest.Undated(pairs...))
+			return err
+		})
+	}
+	count := func(t *testing.T, b *testBundle, name string) int64 {
+		t.Helper()
+		counts, err := b.st.UniqueCounts(ctx, name)
+		require.NoError(t, err)
+		require.Len(t, counts, 1)
+		return counts[0].UniqueUsers
+	}
+
+	for _, plain := range []bool{false, true} {
+		name := map[bool]string{false: "Compact", true: "Plain"}[plain]
+		t.Run(name+"ReadsAgainOnlyForNewNamesAndAfterAFailure", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, plain)
+			require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
+			require.Equal(t, int64(1), b.reads.n.Load())
+			require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
+			require.Equal(t, int64(1), b.reads.n.Load(), "a known name is not read again")
+			require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "a"}, uum.Pair{UserID: uum.NewUUID(), Name: "b"}))
+			require.Equal(t, int64(2), b.reads.n.Load(), "a new name is")
+
+			// A transaction that fails teaches nothing, and makes the
+			// next one read again: its names may not have committed.
+			failed := errors.New("failed")
+			require.ErrorIs(t, b.st.InTx(ctx, func(tx pgx.Tx) error {
+				if _, err := store.InsertPairs(ctx, tx, dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "c"})); err != nil {
+					return err
+				}
+				return failed
+			}), failed)
+			require.Equal(t, int64(3), b.reads.n.Load())
+			require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "c"}, uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
+			require.Equal(t, int64(4), b.reads.n.Load())
+			require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "c"}))
+			require.Equal(t, int64(4), b.reads.n.Load())
+
+			require.Equal(t, []int64{4, 1, 2}, []int64{count(t, b, "a"), count(t, b, "b"), count(t, b, "c")})
+			ok, err := b.st.EventLogged(ctx, uum.Pair{UserID: uum.NewUUID(), Name: "c"})
+			require.NoError(t, err)
+			require.False(t, ok)
+		})
+	}
+
+	t.Run("AfterAMoveToCompactWritesCompact", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, true)
+		require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
+		_, err := b.pool.Exec(ctx, `SELECT uum_use_compact_pairs()`)
+		require.NoError(t, err)
+
+		// The plain insert it remembered meets the view and fails, as
+		// one racing the move does; not for the data: a drain retries
+		// it, never dead-letters it.
+		user := uum.NewUUID()
+		if err := insert(b, uum.Pair{UserID: user, Name: "a"}); err != nil {
+			require.NotErrorIs(t, err, store.ErrRejected)
+			require.NoError(t, insert(b, uum.Pair{UserID: user, Name: "a"}))
+		}
+		require.Equal(t, "v", relkind(t, b.pool, "unique_user_events"))
+		require.Equal(t, int64(2), count(t, b, "a"))
+		var compact int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM unique_user_pairs WHERE user_id = $1`, [16]byte(user)).Scan(&compact))
+		require.Equal(t, 1, compact)
+	})
+}
