@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/uumhq/uum/internal/pgtext"
 )
 
 // Bounds of the dead-letter text columns derived from input. Every such
-// value goes through pgtext.Safe on its way in: a dead letter the database
+// value goes through safeText on its way in: a dead letter the database
 // refuses cannot be stored, and its entry would stall the buffer.
 const (
 	maxReasonText    = 500
@@ -21,11 +19,11 @@ const (
 	maxIDText        = 200
 )
 
-// safeTexts applies pgtext.Safe to each of ss.
+// safeTexts applies safeText to each of ss.
 func safeTexts(ss []string, max int) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = pgtext.Safe(s, max)
+		out[i] = safeText(s, max)
 	}
 	return out
 }
@@ -158,7 +156,7 @@ func (s *Store) RecordRunFailure(ctx context.Context, f RunFailure) error {
 		VALUES ($1, 'run', ''::bytea, $2, $3, now())
 		ON CONFLICT (correlation_id) DO UPDATE
 		SET reason = EXCLUDED.reason, attempts = dead_letters.attempts + 1, last_failed_at = EXCLUDED.last_failed_at`,
-		pgtext.Safe(f.CorrelationID, maxIDText), pgtext.Safe(f.Reason, maxReasonText), attempts); err != nil {
+		safeText(f.CorrelationID, maxIDText), safeText(f.Reason, maxReasonText), attempts); err != nil {
 		return fmt.Errorf("record run failure: %w", interpret(err))
 	}
 	return nil

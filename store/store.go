@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/pgtext"
 )
 
 // DBTX is what the queries need: satisfied by *pgxpool.Pool, *pgx.Conn and
@@ -368,7 +367,7 @@ func comparePairs(a, b uum.Pair) int {
 // InsertDeadLetters stores poison entries and returns the correlation ids
 // of those it stored. A correlation id already stored (the same entry,
 // re-run after a crash) is skipped and not returned. Every text column
-// goes through pgtext.Safe.
+// goes through safeText.
 func InsertDeadLetters(ctx context.Context, db DBTX, dls []DeadLetter) ([]string, error) {
 	if len(dls) == 0 {
 		return nil, nil
@@ -379,10 +378,10 @@ func InsertDeadLetters(ctx context.Context, db DBTX, dls []DeadLetter) ([]string
 	names := make([]pgtype.Text, len(dls))
 	users := make([]pgtype.UUID, len(dls))
 	for i, d := range dls {
-		ids[i], raws[i] = pgtext.Safe(d.CorrelationID, maxIDText), d.Raw
-		reasons[i] = pgtext.Safe(d.Reason, maxReasonText)
+		ids[i], raws[i] = safeText(d.CorrelationID, maxIDText), d.Raw
+		reasons[i] = safeText(d.Reason, maxReasonText)
 		if d.EventName != "" {
-			names[i] = pgtype.Text{String: pgtext.Safe(d.EventName, maxEventNameText), Valid: true}
+			names[i] = pgtype.Text{String: safeText(d.EventName, maxEventNameText), Valid: true}
 		}
 		if d.UserID != nil {
 			users[i] = pgtype.UUID{Bytes: *d.UserID, Valid: true}

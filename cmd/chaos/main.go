@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/uumhq/uum/internal/chaos"
+	"github.com/uumhq/uum/cmd/chaos/internal/harness"
 )
 
 func main() {
@@ -46,7 +46,7 @@ var errLossOrDouble = errors.New("chaos: events lost or counted twice")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
-	var cfg chaos.Config
+	var cfg harness.Config
 	fs.IntVar(&cfg.Rounds, "rounds", 0, "stop after this many rounds (0: no limit)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "start no round after this long (0: no limit)")
 	fs.IntVar(&cfg.Faults, "faults", 0, "start no round once this many faults were injected (0: no limit)")
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.Rounds <= 0 && cfg.Duration <= 0 && cfg.Faults <= 0 {
 		return fmt.Errorf("%w: set -rounds, -duration or -faults", errUsage)
 	}
-	sum, err := chaos.Run(ctx, cfg, stdout)
+	sum, err := harness.Run(ctx, cfg, stdout)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/chaos"
+	"github.com/uumhq/uum/cmd/chaos/internal/harness"
 )
 
 // TestShortRun is make test's version of make chaos: one round of four
@@ -21,7 +21,7 @@ func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts its own Redis and Postgres and injects faults for about 30 s")
 	}
-	if _, err := chaos.FindPostgres(); err != nil {
+	if _, err := harness.FindPostgres(); err != nil {
 		t.Skipf("no Postgres server binaries to start a private cluster with: %v", err)
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {

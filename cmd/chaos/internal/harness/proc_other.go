@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package chaos
+package harness
 
 import "syscall"
 

@@ -1,6 +1,6 @@
 //go:build unix
 
-// Package chaos is the fault-injection harness of `make chaos`
+// Package harness is the fault-injection harness of `make chaos`
 // (cmd/chaos): it runs the real binaries (the api, several processor
 // services, `processor -once` runs) against a Redis and a Postgres cluster
 // of its own, started on free loopback ports in a temporary folder and
@@ -14,7 +14,7 @@
 //
 // The checks read Postgres with SQL of their own, an oracle independent of
 // the store package (the one exception to "only store has SQL").
-package chaos
+package harness
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pgtext_test
+package store
 
 import (
 	"strings"
@@ -6,11 +6,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/uumhq/uum/internal/pgtext"
 )
 
-func TestSafe(t *testing.T) {
+func TestSafeText(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, in string
@@ -27,20 +25,20 @@ func TestSafe(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := pgtext.Safe(tt.in, tt.max)
+			got := safeText(tt.in, tt.max)
 			require.Equal(t, tt.want, got)
-			require.Equal(t, got, pgtext.Safe(got, tt.max), "idempotent")
+			require.Equal(t, got, safeText(got, tt.max), "idempotent")
 		})
 	}
 }
 
-func FuzzSafe(f *testing.F) {
+func FuzzSafeText(f *testing.F) {
 	f.Add("a\x00b", 10)
 	f.Add("\xff\xfe", 3)
 	f.Add(strings.Repeat("é", 10), 7)
 	f.Fuzz(func(t *testing.T, s string, max int) {
 		max = max&0xfff + 1
-		got := pgtext.Safe(s, max)
+		got := safeText(s, max)
 		require.True(t, utf8.ValidString(got))
 		require.NotContains(t, got, "\x00")
 		require.LessOrEqual(t, len(got), max)
