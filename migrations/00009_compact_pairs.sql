@@ -114,6 +114,38 @@ END
 $$;
 -- +goose StatementEnd
 
+-- Upgrades: a drainer of an older version still running when this
+-- migration applies writes with the SQL of its version (the plain table's
+-- ON CONFLICT without a target, through the view's trigger: a unique
+-- violation, and a valid pair dead-lettered). Every drain commit ends by
+-- advancing drain_seq; from now on it must state in drainer_schema the
+-- schema version its code writes for, and a commit that states none, or
+-- one older than the oldest this schema takes, is refused (55000: not the
+-- data's fault, so drainers retry and dead-letter nothing) until the
+-- drainer is upgraded. The trigger consumes the value, so every commit
+-- states its own. A later migration that changes what drains must write
+-- raises the minimum here (CREATE OR REPLACE FUNCTION), with
+-- store.drainerSchema. Created in the migration that made the view, in
+-- its transaction: no old commit gets in between.
+ALTER TABLE uum_instance ADD COLUMN drainer_schema bigint;
+
+-- +goose StatementBegin
+CREATE FUNCTION uum_check_drainer_schema() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.drain_seq IS DISTINCT FROM OLD.drain_seq AND (NEW.drainer_schema IS NULL OR NEW.drainer_schema < 9) THEN
+        RAISE EXCEPTION 'uum: a drainer of schema version % cannot commit to a database that needs version 9 or later: upgrade it (docs/operations.md, "Upgrading")',
+            coalesce(NEW.drainer_schema::text, 'before 9')
+            USING ERRCODE = '55000';
+    END IF;
+    NEW.drainer_schema := NULL;
+    RETURN NEW;
+END
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER uum_instance_drainer_schema BEFORE UPDATE ON uum_instance
+    FOR EACH ROW EXECUTE FUNCTION uum_check_drainer_schema();
+
 -- New installs (and installs that never stored a pair) take the compact
 -- layout now; an install with pairs keeps its plain table, unchanged.
 -- +goose StatementBegin
@@ -153,3 +185,6 @@ $$;
 DROP FUNCTION uum_use_compact_pairs();
 DROP FUNCTION uum_write_pair_view();
 DROP TABLE unique_user_pairs;
+DROP TRIGGER uum_instance_drainer_schema ON uum_instance;
+DROP FUNCTION uum_check_drainer_schema();
+ALTER TABLE uum_instance DROP COLUMN drainer_schema;

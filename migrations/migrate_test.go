@@ -6,13 +6,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/migrations"
+	"github.com/uumhq/uum/store"
 )
 
 func TestMigrate(t *testing.T) {
@@ -82,6 +85,50 @@ func TestMigrate(t *testing.T) {
 		require.ErrorAs(t, err, &serr)
 		require.Equal(t, []string{"counter_states"}, serr.Missing)
 		require.ErrorContains(t, err, "missing tables counter_states")
+	})
+
+	t.Run("RefusesTheCommitsOfAnOlderDrainer", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.EmptySchema(t)
+		db := stdlib.OpenDBFromPool(pool)
+		defer db.Close()
+		p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+			goose.WithDisableGlobalRegistry(true), goose.WithTableName(migrations.VersionTable))
+		require.NoError(t, err)
+		_, err = p.UpTo(ctx, 8)
+		require.NoError(t, err)
+		// A drain commit as the processors of schema version 8 send it.
+		oldCommit := func(user string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `INSERT INTO unique_user_events (user_id, event_name)
+					SELECT u, 'a' FROM unnest($1::uuid[]) AS x(u) ON CONFLICT DO NOTHING`, []string{user})
+				if err == nil {
+					_, err = tx.Exec(ctx, `UPDATE uum_instance SET drain_seq = drain_seq + 1`)
+				}
+				return err
+			})
+		}
+		const u1, u2 = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"
+		require.NoError(t, oldCommit(u1), "the old drainer works on its own schema")
+
+		// The upgrade empties the table (a new install) and runs 00009
+		// while the old drainer still drains.
+		_, err = pool.Exec(ctx, "DELETE FROM unique_user_events")
+		require.NoError(t, err)
+		require.NoError(t, migrations.Apply(ctx, pool, discard))
+		for _, user := range []string{u1, u2} {
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, oldCommit(user), &pgErr)
+			require.Equal(t, "55000", pgErr.Code, "refused, not rejected as the data's fault: %v", pgErr)
+			require.Contains(t, pgErr.Message, "upgrade it")
+		}
+		require.Equal(t, 0, count(t, pool, "SELECT count(*) FROM unique_user_events"))
+
+		st := store.New(pool)
+		_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"})})
+		require.NoError(t, err, "this version's drainer commits")
+		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM unique_user_events"))
+		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM uum_instance WHERE drainer_schema IS NULL"), "each commit states its own version")
 	})
 
 	t.Run("TablesAreWhatTheMigrationsCreate", func(t *testing.T) {

@@ -25,9 +25,18 @@ type DrainCheck struct {
 	Tracked  bool
 }
 
+// drainerSchema is the schema version whose tables this code's drain
+// commits write for. AdvanceDrain states it, and the database refuses the
+// commit if it is older than the oldest its schema takes (migration
+// 00009), so drainers of an older version still running during an upgrade
+// commit nothing. Raise it, and that minimum, with a migration that
+// changes what drains must write.
+const drainerSchema = 9
+
 // AdvanceDrain is a drain commit's last step: it adds the commit to the
 // drain sequence and checks the batch against what the database holds
-// (c). It locks the uum_instance row until the commit, so every drain
+// (c). The database refuses it (SQLSTATE 55000) if its schema needs a
+// newer drainer than this code. It locks the uum_instance row until the commit, so every drain
 // commit takes turns from here on: call it last, after the rows the
 // commit writes. It returns the commit's sequence.
 func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
@@ -35,7 +44,7 @@ func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
 		seq      int64
 		counters pgtype.Text
 	)
-	err := tx.QueryRow(ctx, `UPDATE uum_instance SET drain_seq = drain_seq + 1 RETURNING drain_seq, counters_fingerprint`).Scan(&seq, &counters)
+	err := tx.QueryRow(ctx, `UPDATE uum_instance SET drain_seq = drain_seq + 1, drainer_schema = $1 RETURNING drain_seq, counters_fingerprint`, drainerSchema).Scan(&seq, &counters)
 	if err != nil {
 		return 0, fmt.Errorf("advance drain sequence: %w", err)
 	}
