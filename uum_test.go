@@ -14,7 +14,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/testkit/uuidtest"
 	"github.com/uumhq/uum/processor"
 )
 

@@ -21,9 +21,9 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/testenv"
-	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
+	"github.com/uumhq/uum/internal/testkit/uuidtest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/seencache"

@@ -20,8 +20,8 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/loadgen"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/loadgen"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
@@ -34,7 +34,7 @@ import (
 //   - Saturate: every client sends its next request as soon as the
 //     previous one is answered; prints req/s, p50_us and p99_us.
 //   - OpenLoop10k: 10,000 requests/s offered on a fixed schedule
-//     (internal/loadgen); prints calls/s (achieved), p50_us and p99_us.
+//     (internal/testkit/loadgen); prints calls/s (achieved), p50_us and p99_us.
 func BenchmarkHTTPIngest(b *testing.B) {
 	const clients = 50
 	b.Run("Saturate", func(b *testing.B) {

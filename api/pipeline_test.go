@@ -14,7 +14,7 @@ import (
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/pipemetrics"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/backfill"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/store"
 )
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/loadgen"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/loadgen"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 )
 
 // benchEntries are the entries of a typical call: an event and one
@@ -19,7 +19,7 @@ var benchEntries = [][]byte{
 }
 
 // BenchmarkOpenLoopPush offers 20,000 pushes/s from 50 callers (open loop,
-// see internal/loadgen) to a plain List and to a Coalescer over it.
+// see internal/testkit/loadgen) to a plain List and to a Coalescer over it.
 func BenchmarkOpenLoopPush(b *testing.B) {
 	type pusher interface {
 		Push(ctx context.Context, entries [][]byte) error

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 )
 
 // batchSize is the default UUM_BATCH_SIZE: the metrics cost is per batch,

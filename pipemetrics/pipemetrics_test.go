@@ -20,9 +20,9 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/promtooltest"
 	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/promtooltest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 )
 
 // fakeDLQ answers DeadLetterStats.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/statsdtest"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/store"

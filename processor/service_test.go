@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/statsdtest"
 	"github.com/uumhq/uum/processor"
 )
 

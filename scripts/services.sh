@@ -255,7 +255,7 @@ ensure_redis() { # VAR
 }
 
 # ensure_redis_binary: the asynq tests start a private redis-server of
-# their own (internal/redistest.Server), whatever TEST_REDIS_URL points at,
+# their own (internal/testkit/redistest.Server), whatever TEST_REDIS_URL points at,
 # and the Redis Cluster tests a cluster of six (scripts/redis-cluster.sh),
 # which redis-cli creates: Debian's redis-server brings redis-tools, which
 # holds redis-cli.

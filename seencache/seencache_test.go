@@ -20,10 +20,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/uuidtest"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 )
 
 // FuzzValidateJSONAgreesWithJSONB checks uum.ValidateJSON against Postgres

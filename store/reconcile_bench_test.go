@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/store"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 )
 
 // BenchmarkPairRowBytes measures the bytes a pair row takes, heap and key,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/migrations"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/store"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/dimkey"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/store"
 )
 

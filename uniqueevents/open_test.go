@@ -11,9 +11,9 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/uuidtest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )

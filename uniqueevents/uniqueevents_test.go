@@ -22,12 +22,12 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/loadgen"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/statsdtest"
-	"github.com/uumhq/uum/internal/testenv"
-	"github.com/uumhq/uum/internal/uuidtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/loadgen"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
+	"github.com/uumhq/uum/internal/testkit/uuidtest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -1059,7 +1059,7 @@ func BenchmarkLogEventsAtLimits(b *testing.B) {
 
 // BenchmarkLogEventsOpenLoop offers a fixed load instead of calling as
 // fast as responses allow: 50 callers each start a call every 2.5ms on a
-// fixed schedule, 20,000 calls/s in total (see internal/loadgen for what
+// fixed schedule, 20,000 calls/s in total (see internal/testkit/loadgen for what
 // each latency figure counts).
 func BenchmarkLogEventsOpenLoop(b *testing.B) {
 	for _, p := range benchPushers {

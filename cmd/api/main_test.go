@@ -14,10 +14,10 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
 	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 )
 
 const (

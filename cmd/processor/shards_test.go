@@ -14,8 +14,8 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/cmd/internal/app"
-	"github.com/uumhq/uum/internal/statsdtest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/uniqueevents"
 )

@@ -18,7 +18,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 )
 
 // countersStack is a test stack that counts with counters.example.yaml.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 )
 
 func TestStatusLease(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 	"github.com/uumhq/uum/checkpoint"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/deadletter"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/testenv"
 	"github.com/uumhq/uum/internal/testkit/citustest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/store"
 )
 

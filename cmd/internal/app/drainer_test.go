@@ -17,8 +17,8 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/store"
 )

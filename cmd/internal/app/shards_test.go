@@ -13,7 +13,7 @@ import (
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/internal/rediskey"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/uniqueevents"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum/cmd/internal/promstats"
-	"github.com/uumhq/uum/internal/promtooltest"
+	"github.com/uumhq/uum/internal/testkit/promtooltest"
 )
 
 // grafanaDir holds the Grafana dashboard of uum's Prometheus metrics, an

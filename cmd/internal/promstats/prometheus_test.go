@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/uumhq/uum/cmd/internal/promstats"
-	"github.com/uumhq/uum/internal/promtooltest"
+	"github.com/uumhq/uum/internal/testkit/promtooltest"
 )
 
 // prometheusDir holds uum's Prometheus alerting rules, beside the DataDog

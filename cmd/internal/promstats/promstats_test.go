@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum/cmd/internal/promstats"
-	"github.com/uumhq/uum/internal/promtooltest"
-	"github.com/uumhq/uum/internal/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/promtooltest"
+	"github.com/uumhq/uum/internal/testkit/statsdtest"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/processor"
 )

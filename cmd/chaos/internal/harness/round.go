@@ -23,8 +23,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/internal/failpoint"
-	"github.com/uumhq/uum/internal/freeport"
 	"github.com/uumhq/uum/internal/rediskey"
+	"github.com/uumhq/uum/internal/testkit/freeport"
 )
 
 // Settings every drainer of a round runs with: a lease short enough that a

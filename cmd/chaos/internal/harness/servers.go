@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/uumhq/uum/internal/freeport"
+	"github.com/uumhq/uum/internal/testkit/freeport"
 )
 
 // serverStart bounds a server's start; a busy 2-core machine can be slow.

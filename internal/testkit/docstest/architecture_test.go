@@ -23,7 +23,7 @@ import (
 
 // The figures of docs/architecture.md's "Measuring the layout", which
 // TestArchitectureFigures prints (go test -v -run TestArchitectureFigures
-// ./internal/docstest/).
+// ./internal/testkit/docstest/).
 const (
 	module = "github.com/uumhq/uum"
 	// maxRootNames is the most exported top-level names the root may have.
@@ -36,7 +36,8 @@ const (
 
 // TestArchitectureFigures measures the layout and prints it: the root's
 // exported top-level names (methods not counted), the depth of the
-// module's import graph (the most packages in one import chain) and the
+// module's import graph (the most packages in one import chain), the
+// imports that run from a lower folder tier to a higher one (see tier) and the
 // longest way from the drain's commit to a counter row in the call graph,
 // as moves between packages and climbs (calls up the import graph: a
 // callback). It fails when the root has more than
@@ -55,6 +56,8 @@ func TestArchitectureFigures(t *testing.T) {
 	pkgs := listPackages(t)
 	chain := longestImportChain(pkgs)
 	t.Logf("import-graph depth: %d packages (%s)", len(chain), strings.Join(chain, " -> "))
+	back := backwardImports(pkgs)
+	t.Logf("imports from a lower folder tier to a higher one: %d (%s)", len(back), strings.Join(back, ", "))
 
 	g := newCallGraph(t, pkgs)
 	trail, moves, climbs, found := g.readersWalk(pathFrom)

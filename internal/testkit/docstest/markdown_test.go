@@ -13,7 +13,7 @@ import (
 )
 
 // root is the repository root, relative to this package.
-const root = "../.."
+const root = "../../.."
 
 // readDoc returns a file of the repository as a string.
 func readDoc(t *testing.T, name string) string {

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 )
 
 func TestMain(m *testing.M) {

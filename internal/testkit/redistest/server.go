@@ -17,7 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/uumhq/uum/internal/freeport"
+	"github.com/uumhq/uum/internal/testkit/freeport"
 )
 
 // serverStart bounds one redis-server start; a busy 2-core machine

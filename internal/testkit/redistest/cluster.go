@@ -110,7 +110,7 @@ func clusterScriptPath() (string, error) {
 	if !ok {
 		return "", errors.New("cannot locate the module root")
 	}
-	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "redis-cluster.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "redis-cluster.sh")
 	if _, err := os.Stat(script); err != nil {
 		return "", err
 	}

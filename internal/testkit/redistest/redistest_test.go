@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 )
 
 func TestCluster(t *testing.T) {

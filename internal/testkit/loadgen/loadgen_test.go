@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/uumhq/uum/internal/loadgen"
+	"github.com/uumhq/uum/internal/testkit/loadgen"
 )
 
 func TestRunMakesEveryCallOnSchedule(t *testing.T) {

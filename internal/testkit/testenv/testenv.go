@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/store"
 )
 

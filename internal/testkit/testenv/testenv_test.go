@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/uumhq/uum/internal/dbtest"
-	"github.com/uumhq/uum/internal/redistest"
-	"github.com/uumhq/uum/internal/testenv"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {
