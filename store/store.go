@@ -200,11 +200,19 @@ const byDaySQL = `, hours AS (
 // InsertPairs inserts pairs that do not exist yet, each first seen at its
 // CreatedAt (the commit time when zero or later), and returns those it
 // inserted, updating unique_event_totals and unique_event_days for them.
-// Pairs are sorted first so overlapping concurrent inserts take row locks
-// in the same order.
+// Overlapping concurrent inserts take row locks in the same order: the
+// compact insert orders its rows by key, the plain one's pairs are sorted
+// here.
 func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, error) {
 	if len(pairs) == 0 {
 		return nil, nil
+	}
+	compact, ids, err := prepareLayout(ctx, db, distinctNames(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("insert pairs: %w", err)
+	}
+	if compact {
+		return insertCompact(ctx, db, pairs, ids)
 	}
 	sorted := slices.Clone(pairs)
 	slices.SortFunc(sorted, compareDated)
@@ -213,14 +221,7 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 	times := make([]pgtype.Timestamptz, len(sorted))
 	for i, p := range sorted {
 		users[i], names[i] = p.UserID, p.Name
-		times[i] = pgtype.Timestamptz{Time: p.CreatedAt, Valid: !p.CreatedAt.IsZero()}
-	}
-	compact, ids, err := prepareLayout(ctx, db, names)
-	if err != nil {
-		return nil, fmt.Errorf("insert pairs: %w", err)
-	}
-	if compact {
-		return insertCompact(ctx, db, users, names, times, ids)
+		times[i] = timestamptz(p.CreatedAt)
 	}
 	rows, err := db.Query(ctx, insertPairsSQL, users, names, times)
 	if err != nil {
@@ -238,10 +239,34 @@ func InsertPairs(ctx context.Context, db DBTX, pairs []DatedPair) ([]uum.Pair, e
 	return inserted, nil
 }
 
+// distinctNames returns the names of pairs, each once.
+func distinctNames(pairs []DatedPair) []string {
+	seen := make(map[string]struct{})
+	var names []string
+	for _, p := range pairs {
+		if _, ok := seen[p.Name]; !ok {
+			seen[p.Name] = struct{}{}
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// timestamptz is t as a parameter: NULL, the commit time, when zero.
+func timestamptz(t time.Time) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()}
+}
+
 // insertCompact is InsertPairs on the compact layout: the pair insert
 // (insertCompactSQL) under the names' ids, then the totals and days of
 // the pairs it returned (firstSeen).
-func insertCompact(ctx context.Context, db DBTX, users [][16]byte, names []string, times []pgtype.Timestamptz, ids map[string]int32) ([]uum.Pair, error) {
+func insertCompact(ctx context.Context, db DBTX, pairs []DatedPair, ids map[string]int32) ([]uum.Pair, error) {
+	users := make([][16]byte, len(pairs))
+	names := make([]string, len(pairs))
+	times := make([]pgtype.Timestamptz, len(pairs))
+	for i, p := range pairs {
+		users[i], names[i], times[i] = p.UserID, p.Name, timestamptz(p.CreatedAt)
+	}
 	events, byID, err := eventIDs(names, ids)
 	if err != nil {
 		return nil, fmt.Errorf("insert pairs: %w", err)
@@ -257,16 +282,19 @@ func insertCompact(ctx context.Context, db DBTX, users [][16]byte, names []strin
 	return inserted, nil
 }
 
-// eventIDs returns the id of each of names, and the names by id.
+// eventIDs returns the id of each of names, and the names of ids by id.
 func eventIDs(names []string, ids map[string]int32) ([]int32, map[int32]string, error) {
-	events := make([]int32, len(names))
 	byID := make(map[int32]string, len(ids))
+	for n, id := range ids {
+		byID[id] = n
+	}
+	events := make([]int32, len(names))
 	for i, n := range names {
 		id, ok := ids[n]
 		if !ok {
 			return nil, nil, fmt.Errorf("event name %q has no id", n)
 		}
-		events[i], byID[id] = id, n
+		events[i] = id
 	}
 	return events, byID, nil
 }
@@ -286,8 +314,9 @@ func insertReturning(ctx context.Context, db DBTX, sql string, users [][16]byte,
 		at   time.Time
 	)
 	_, err = pgx.ForEachRow(rows, []any{&user, &id, &at}, func() error {
-		inserted = append(inserted, uum.Pair{UserID: user, Name: byID[id]})
-		counts.add(byID[id], at)
+		name := byID[id]
+		inserted = append(inserted, uum.Pair{UserID: user, Name: name})
+		counts.add(name, at)
 		return nil
 	})
 	return inserted, err
@@ -297,37 +326,58 @@ func insertReturning(ctx context.Context, db DBTX, sql string, users [][16]byte,
 // and the days: new pairs per event, and per event and UTC hour the
 // pairs first seen in it, less those moved out of it. Counted in Go, the
 // statements that apply them (addTotalsSQL, addNewDaysSQL) get a few
-// rows, not one a pair. The zero value is empty.
+// rows, not one a pair; a pair costs one look-up of a small key. The zero
+// value is empty.
 type firstSeen struct {
-	perName map[string]int64
-	perHour map[eventHour]int64
+	perHour map[eventHour]*hourCount
 }
 
+// eventHour is an event and an hour, in hours since the Unix epoch.
 type eventHour struct {
 	name string
-	at   time.Time
+	hour int64
+}
+
+// hourCount is what happened in one eventHour: new pairs, and the change
+// of the pairs first seen in it (new ones and moves).
+type hourCount struct{ added, delta int64 }
+
+// unixHour is the hour t is in, in hours since the Unix epoch: UTC hours
+// start at multiples of 3600 seconds.
+func unixHour(t time.Time) int64 {
+	s := t.Unix()
+	if s < 0 {
+		s -= 3599 // round towards the earlier hour
+	}
+	return s / 3600
+}
+
+// at is the count of name's hour of t, made if missing.
+func (f *firstSeen) at(name string, t time.Time) *hourCount {
+	if f.perHour == nil {
+		f.perHour = map[eventHour]*hourCount{}
+	}
+	k := eventHour{name, unixHour(t)}
+	c := f.perHour[k]
+	if c == nil {
+		c = &hourCount{}
+		f.perHour[k] = c
+	}
+	return c
 }
 
 // add counts a new pair of name first seen at at.
 func (f *firstSeen) add(name string, at time.Time) {
-	f.init()
-	f.perName[name]++
-	f.perHour[eventHour{name, at.UTC().Truncate(time.Hour)}]++
+	c := f.at(name, at)
+	c.added++
+	c.delta++
 }
 
 // move counts a recorded pair of name whose first-seen time moved from
 // from to to: off the one's hour, onto the other's; the totals keep it.
 func (f *firstSeen) move(name string, from, to time.Time) {
-	f.init()
-	f.perHour[eventHour{name, from.UTC().Truncate(time.Hour)}]--
-	f.perHour[eventHour{name, to.UTC().Truncate(time.Hour)}]++
-}
-
-// init makes the maps of the zero value.
-func (f *firstSeen) init() {
-	if f.perName == nil {
-		f.perName, f.perHour = map[string]int64{}, map[eventHour]int64{}
-	}
+	f.at(name, from).delta--
+	f.at(name, to).delta++
 }
 
 // send adds the counts to the totals and the days, in one round trip.
@@ -335,14 +385,19 @@ func (f *firstSeen) send(ctx context.Context, db DBTX) error {
 	if len(f.perHour) == 0 {
 		return nil
 	}
-	names, counts := make([]string, 0, len(f.perName)), make([]int64, 0, len(f.perName))
-	for n, c := range f.perName {
-		names, counts = append(names, n), append(counts, c)
-	}
+	perName := map[string]int64{}
 	hourNames := make([]string, 0, len(f.perHour))
 	hours, hourCounts := make([]time.Time, 0, len(f.perHour)), make([]int64, 0, len(f.perHour))
 	for h, c := range f.perHour {
-		hourNames, hours, hourCounts = append(hourNames, h.name), append(hours, h.at), append(hourCounts, c)
+		if c.added > 0 {
+			perName[h.name] += c.added
+		}
+		hourNames, hours = append(hourNames, h.name), append(hours, time.Unix(h.hour*3600, 0).UTC())
+		hourCounts = append(hourCounts, c.delta)
+	}
+	names, counts := make([]string, 0, len(perName)), make([]int64, 0, len(perName))
+	for n, c := range perName {
+		names, counts = append(names, n), append(counts, c)
 	}
 	batch := &pgx.Batch{}
 	if len(names) > 0 {
