@@ -27,8 +27,8 @@ type batch struct {
 	pairs      []uum.Pair         // distinct pairs, first occurrence first
 	unseen     []uum.Pair         // pairs the seen-cache did not know
 	cacheSeq   int64              // drain sequence the seen-cache answered under
-	// firstAt is the earliest buffered time of each pair's entries, for
-	// the pairs any entry of which carries one: its first-seen time.
+	// firstAt is the earliest buffered time of each pair's entries, zero
+	// for the pairs no entry of which carries one: its first-seen time.
 	firstAt map[uum.Pair]time.Time
 	result  result // what the commit changed
 	// newNames are names the commit registers (the name cap admitted them).
@@ -84,29 +84,29 @@ type trackedEntry struct {
 
 // dedupe keeps the first occurrence of each pair, and the earliest
 // buffered time of its entries: producers' clocks differ a little, so the
-// first entry in the buffer is not always the earliest.
+// first entry in the buffer is not always the earliest. One map does
+// both: a pair's first occurrence enters it, with a zero time if its entry
+// carries none.
 func (b *batch) dedupe() {
-	seen := make(map[uum.Pair]struct{}, len(b.events))
 	b.pairs = make([]uum.Pair, 0, len(b.events))
 	b.firstAt = make(map[uum.Pair]time.Time, len(b.events))
 	for i, ev := range b.events {
 		p := ev.Pair()
-		if at := b.bufferedAt[b.index[i]]; !at.IsZero() {
-			keepEarliest(b.firstAt, p, at)
+		if !keepEarliest(b.firstAt, p, b.bufferedAt[b.index[i]]) {
+			b.pairs = append(b.pairs, p)
 		}
-		if _, dup := seen[p]; dup {
-			continue
-		}
-		seen[p] = struct{}{}
-		b.pairs = append(b.pairs, p)
 	}
 }
 
-// keepEarliest records at as p's time in m unless m has an earlier one.
-func keepEarliest(m map[uum.Pair]time.Time, p uum.Pair, at time.Time) {
-	if first, ok := m[p]; !ok || at.Before(first) {
+// keepEarliest records at as p's time in m unless m has an earlier one; a
+// zero at (not known) is recorded only for a p that m lacks. It reports
+// whether m had p.
+func keepEarliest(m map[uum.Pair]time.Time, p uum.Pair, at time.Time) bool {
+	first, ok := m[p]
+	if !ok || !at.IsZero() && (first.IsZero() || at.Before(first)) {
 		m[p] = at
 	}
+	return ok
 }
 
 // filterSeen keeps the pairs whose hit flag is false.
