@@ -7,10 +7,9 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// Key names one stored set: an event's users on a day (event 0: any
-// event).
+// Key names one stored set: an event's users on a day ("": any event).
 type Key struct {
-	Event int64
+	Event string
 	Day   Day
 }
 

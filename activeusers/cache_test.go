@@ -22,14 +22,14 @@ func TestCache(t *testing.T) {
 		one := int64(set(100).GetSizeInBytes()) + 64
 		c := activeusers.NewCache(3 * one)
 		for d := range 3 {
-			c.Put(activeusers.Key{Event: 1, Day: activeusers.Day(d)}, set(100))
+			c.Put(activeusers.Key{Event: "a", Day: activeusers.Day(d)}, set(100))
 		}
-		_, ok := c.Get(activeusers.Key{Event: 1, Day: 0}) // day 1 is now the oldest used
+		_, ok := c.Get(activeusers.Key{Event: "a", Day: 0}) // day 1 is now the oldest used
 		require.True(t, ok)
-		c.Put(activeusers.Key{Event: 2, Day: 0}, set(100))
-		_, ok = c.Get(activeusers.Key{Event: 1, Day: 1})
+		c.Put(activeusers.Key{Event: "b", Day: 0}, set(100))
+		_, ok = c.Get(activeusers.Key{Event: "a", Day: 1})
 		require.False(t, ok)
-		for _, k := range []activeusers.Key{{Event: 1, Day: 0}, {Event: 1, Day: 2}, {Event: 2, Day: 0}} {
+		for _, k := range []activeusers.Key{{Event: "a", Day: 0}, {Event: "a", Day: 2}, {Event: "b", Day: 0}} {
 			b, ok := c.Get(k)
 			require.True(t, ok, "%v", k)
 			require.Equal(t, uint64(100), b.GetCardinality())
@@ -42,7 +42,7 @@ func TestCache(t *testing.T) {
 	t.Run("ReplacesAKeyAndSkipsWhatCannotFit", func(t *testing.T) {
 		t.Parallel()
 		c := activeusers.NewCache(1 << 20)
-		k := activeusers.Key{Event: 0, Day: 7}
+		k := activeusers.Key{Event: "", Day: 7}
 		c.Put(k, set(10))
 		c.Put(k, set(20))
 		b, _ := c.Get(k)

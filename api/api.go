@@ -40,14 +40,16 @@ type EventLogger interface {
 	// may be buffered all the same.
 	Track(ctx context.Context, events ...uniqueevents.TrackedEvent) ([]string, error)
 	// EventLogged reports whether userID ever logged name. It returns a
-	// *uum.ValidationError naming "user_id" or "event_name" for bad input.
+	// *uum.ValidationError naming "user_id" or "event_name" for bad input,
+	// a *uniqueevents.UnknownEventError for an event never drained.
 	EventLogged(ctx context.Context, userID, name string) (bool, error)
 	// Loggable returns nil if LogEvents could buffer name (the allow-list,
 	// when there is one, and its facility variants), else a
 	// *uum.ValidationError for "event_name".
 	Loggable(name string) error
 	// UniqueSeries returns name's new users per period. It returns a
-	// *uum.ValidationError naming the field for bad input; any other
+	// *uum.ValidationError naming the field for bad input, a
+	// *uniqueevents.UnknownEventError for an event never drained; any other
 	// error means the store could not answer.
 	UniqueSeries(ctx context.Context, name string, q uniqueevents.SeriesQuery) (uniqueevents.Series, error)
 }
@@ -87,6 +89,7 @@ type server struct {
 	// counterSet defines the counters counters reads; nil: none.
 	counterSet *rules.Set
 	counters   CounterReader
+	active     ActiveReader // nil: no /v1/active-users routes
 	now        func() time.Time
 
 	readyMu sync.Mutex
@@ -149,6 +152,7 @@ func (s *server) routes() {
 	s.mux.Handle(routeSeries, s.require(scopeRead, s.getUniqueSeries))
 	s.mux.Handle("GET /v1/whoami", s.require(0, s.whoami))
 	s.counterRoutes()
+	s.activeRoutes()
 	s.dlqRoutes()
 	s.addMetricsRoutes()
 	s.addStatusRoutes()
@@ -169,7 +173,8 @@ const (
 // the others take none; one ending in "*" stands for every non-empty
 // continuation of what precedes it. A parameter not listed for its route,
 // or given twice, is a 400 naming it: a typo (?event=login) must not
-// silently widen a query.
+// silently widen a query. Those repeatable lists for its route may be
+// given more than once.
 var queryParams = map[string][]string{
 	"GET /v1/unique-counts":          {"event_name"},
 	routeSeries:                      {"period", "from", "to", "tz"},
@@ -177,6 +182,10 @@ var queryParams = map[string][]string{
 	"GET /v1/windows/{name}":         windowParams,
 	"GET /v1/windows/{name}/top":     {"limit"},
 	"GET /v1/windows/{name}/minutes": windowParams,
+	routeActive:                      slices.Concat(activeParams, []string{"period"}),
+	routeRolling:                     slices.Concat(activeParams, []string{"window"}),
+	routeStickiness:                  slices.Concat(activeParams, []string{"window"}),
+	routeRetention:                   slices.Concat(activeParams, []string{"period", "cohort", "periods"}),
 	"GET /v1/dlq":                    slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
 	"POST /v1/dlq/replay":            slices.Concat(dlqFilterParams, []string{"dry_run"}),
 }
@@ -198,7 +207,7 @@ func checkQuery(w http.ResponseWriter, r *http.Request) bool {
 		case !slices.ContainsFunc(allowed, func(a string) bool { return paramMatches(a, name) }):
 			writeError(w, http.StatusBadRequest, "invalid_request", name, "unknown query parameter "+strconv.Quote(name)+allowedList(allowed))
 			return false
-		case len(values) > 1:
+		case len(values) > 1 && !slices.Contains(repeatable[r.Pattern], name):
 			writeError(w, http.StatusBadRequest, "invalid_request", name, "query parameter "+strconv.Quote(name)+" must be given once")
 			return false
 		}

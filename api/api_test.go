@@ -127,10 +127,18 @@ func (s *fakeStore) EventLogged(_ context.Context, p uum.Pair) (bool, error) {
 	return s.logged[p], s.err
 }
 
-// UniqueCounts is not on the lookups' path: the api reads counts from
-// its counts store.
-func (s *fakeStore) UniqueCounts(context.Context, string) ([]uum.Count, error) {
-	return nil, errors.New("fake store: no unique counts")
+// UniqueCounts tells a lookup whether an event was ever seen: those of
+// logged pairs and of days were.
+func (s *fakeStore) UniqueCounts(_ context.Context, name string) ([]uum.Count, error) {
+	for p := range s.logged {
+		if p.Name == name {
+			return []uum.Count{{EventName: name, UniqueUsers: 1}}, s.err
+		}
+	}
+	if _, ok := s.days[name]; ok {
+		return []uum.Count{{EventName: name, UniqueUsers: 1}}, s.err
+	}
+	return nil, s.err
 }
 
 func (s *fakeStore) EventDays(_ context.Context, name string, _, _ time.Time, _ bool) (store.EventDays, error) {
@@ -745,9 +753,18 @@ func TestGetEventLogged(t *testing.T) {
 	t.Run("NotLogged", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		b.store.logged[uum.Pair{UserID: uuidtest.MustParse("0b7e0c2e-9a1d-4f6e-8c55-2f1f1d3c9a10"), Name: "mhv_rx_accessed"}] = true
 		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_rx_accessed", readToken, "")
 		require.JSONEq(t, `{"user_id":"`+userID+`","event_name":"mhv_rx_accessed","logged":false}`, rec.Body.String())
 		require.Equal(t, http.StatusOK, rec.Code)
+	})
+
+	t.Run("AnEventNeverSeenIsA404NamingIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec := call(b.real, http.MethodGet, "/v1/events/"+userID+"/mhv_rx_accessed", readToken, "")
+		got := requireError(t, rec, http.StatusNotFound, "not_found", "event_name")
+		require.Equal(t, `event "mhv_rx_accessed" was never seen`, got.Error.Message)
 	})
 
 	t.Run("InvalidUserID", func(t *testing.T) {
@@ -828,13 +845,13 @@ func TestUniqueCounts(t *testing.T) {
 		require.JSONEq(t, `{"counts":[{"event_name":"mhv_rx_accessed","unique_users":123}]}`, rec.Body.String())
 	})
 
-	t.Run("FilterWithoutRowCountsZero", func(t *testing.T) {
+	t.Run("FilterNeverCountedIsA404NamingIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.counts.rows = rows
 		rec := call(b.fake, http.MethodGet, "/v1/unique-counts?event_name=mhv_never", readToken, "")
-		require.Equal(t, http.StatusOK, rec.Code)
-		require.JSONEq(t, `{"counts":[{"event_name":"mhv_never","unique_users":0}]}`, rec.Body.String())
+		got := requireError(t, rec, http.StatusNotFound, "not_found", "event_name")
+		require.Equal(t, `event "mhv_never" was never seen`, got.Error.Message)
 	})
 
 	t.Run("InvalidFilter", func(t *testing.T) {
@@ -863,7 +880,7 @@ func TestUniqueCounts(t *testing.T) {
 		require.Equal(t, `unknown event name: "mhv_logn"`, got.Error.Message)
 
 		rec = call(b.real, http.MethodGet, "/v1/unique-counts?event_name=mhv_rx_accessed_oh_site_757", readToken, "")
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		requireError(t, rec, http.StatusNotFound, "not_found", "event_name") // could be counted, never was
 	})
 
 	t.Run("StoreUnavailable", func(t *testing.T) {

@@ -67,7 +67,7 @@ func (s *server) getEventLogged(w http.ResponseWriter, r *http.Request) {
 	userID, name := r.PathValue("user_id"), r.PathValue("event_name")
 	logged, err := s.events.EventLogged(r.Context(), userID, name)
 	switch {
-	case writeInvalid(w, err):
+	case writeInvalid(w, err), writeUnknownEvent(w, err):
 	case err != nil:
 		s.unavailable(w, r, "event store", err)
 	default:

@@ -29,7 +29,8 @@ func (s *server) getUniqueCounts(w http.ResponseWriter, r *http.Request) {
 		counts = []uum.Count{}
 	}
 	if name != "" && len(counts) == 0 {
-		counts = append(counts, uum.Count{EventName: name}) // asked for it: nobody logged it yet
+		writeUnknownEvent(w, &uniqueevents.UnknownEventError{Name: name}) // never counted: not a confident 0
+		return
 	}
 	writeJSON(w, http.StatusOK, countsBody{Counts: counts})
 }
@@ -49,7 +50,7 @@ func (s *server) getUniqueSeries(w http.ResponseWriter, r *http.Request) {
 	series, err := s.events.UniqueSeries(r.Context(), r.PathValue("event_name"), uniqueevents.SeriesQuery{
 		Period: q.Get("period"), From: q.Get("from"), To: q.Get("to"), TZ: q.Get("tz"),
 	})
-	if writeInvalid(w, err) {
+	if writeInvalid(w, err) || writeUnknownEvent(w, err) {
 		return
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package buffer_test
 import (
 	"context"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,8 +70,16 @@ func TestWaitReplicas(t *testing.T) {
 		t.Parallel()
 		primary := redis.NewClient(redistest.Server(t))
 		t.Cleanup(func() { _ = primary.Close() })
+		replica := redis.NewClient(redistest.Server(t))
+		t.Cleanup(func() { _ = replica.Close() })
+		host, port, err := net.SplitHostPort(primary.Options().Addr)
+		require.NoError(t, err)
+		require.NoError(t, replica.Do(ctx, "REPLICAOF", host, port).Err())
+		require.Eventually(t, func() bool {
+			info, err := replica.Info(ctx, "replication").Result()
+			return err == nil && strings.Contains(info, "master_link_status:up")
+		}, 20*time.Second, 20*time.Millisecond)
 		prefix := redistest.Prefix(t)
-		replica := startReplica(t, primary, prefix)
 		for name, push := range pushers(t, buffer.New(primary, prefix, 0, buffer.WaitReplicas(1))) {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			require.NoError(t, push(pctx, entries), name)
@@ -83,55 +90,4 @@ func TestWaitReplicas(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(4), n)
 	})
-}
-
-// startReplica makes a redis-server of the test's own a replica of
-// primary and returns a client to it once it acknowledges primary's
-// writes. Its link being up is not enough: when the replica's first
-// REPLCONF ACK overtakes the primary's reaping of the sync's RDB child,
-// the primary streams writes to it only from its next ACK, up to a second
-// later, and a WAIT shorter than that (a Coalescer's, half of its 1s flush
-// timeout) counts no replica.
-func startReplica(t *testing.T, primary *redis.Client, prefix string) *redis.Client {
-	t.Helper()
-	ctx := t.Context()
-	// The primary waits 5s for more replicas before a diskless sync by
-	// default; this test has one.
-	require.NoError(t, primary.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err())
-	replica := redis.NewClient(redistest.Server(t))
-	t.Cleanup(func() { _ = replica.Close() })
-	host, port, err := net.SplitHostPort(primary.Options().Addr)
-	require.NoError(t, err)
-	require.NoError(t, replica.Do(ctx, "REPLICAOF", host, port).Err())
-	require.Eventually(t, func() bool {
-		info, err := replica.Info(ctx, "replication").Result()
-		return err == nil && strings.Contains(info, "master_link_status:up")
-	}, 30*time.Second, 20*time.Millisecond, "the replica's link to the primary never came up")
-	// A write after the sync, so the primary's offset is past the
-	// replica's until the replica has it.
-	require.NoError(t, primary.Set(ctx, prefix+"synced", "1", 0).Err())
-	require.Eventually(t, func() bool {
-		info, err := primary.Info(ctx, "replication").Result()
-		return err == nil && replicaAcked(info)
-	}, 30*time.Second, 20*time.Millisecond, "the replica never acknowledged a write of the primary")
-	return replica
-}
-
-// replicaAcked reports whether the primary's INFO replication shows its
-// first replica online and acknowledging the primary's offset.
-func replicaAcked(info string) bool {
-	var offset, acked int64 = -1, -1
-	for line := range strings.Lines(info) {
-		line = strings.TrimSpace(line)
-		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
-			offset, _ = strconv.ParseInt(v, 10, 64)
-		}
-		// slave0:ip=127.0.0.1,port=6380,state=online,offset=50,lag=0
-		if v, ok := strings.CutPrefix(line, "slave0:"); ok && strings.Contains(v, ",state=online,") {
-			_, off, _ := strings.Cut(v, ",offset=")
-			off, _, _ = strings.Cut(off, ",")
-			acked, _ = strconv.ParseInt(off, 10, 64)
-		}
-	}
-	return offset > 0 && acked >= offset
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // UniqueCount returns how many distinct users the processor has counted
-// logging name: 0 for a name never counted. Like every read of the
+// logging name, and an *UnknownEventError for a name never counted. Like every read of the
 // Client it asks the replica of Database.ReadURL when one is set. A name
 // LogEvents would refuse returns a *uum.ValidationError for
 // "event_name"; an error otherwise means the database could not answer.
@@ -20,8 +20,11 @@ func (c *Client) UniqueCount(ctx context.Context, name string) (int64, error) {
 		return 0, err
 	}
 	counts, err := c.counts(ctx, name)
-	if err != nil || len(counts) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	if len(counts) == 0 {
+		return 0, &UnknownEventError{Name: name}
 	}
 	return counts[0].UniqueUsers, nil
 }

@@ -144,7 +144,7 @@ func ExampleClient_UniqueCount() {
 	}
 	// Output:
 	// page_viewed: 2 <nil>
-	// never_logged: 0 <nil>
+	// never_logged: 0 uum: event "never_logged" was never seen
 	// uum: invalid event_name "Page Viewed": must match ^[a-z0-9][a-z0-9_.:-]{0,49}$
 	// page_viewed 2
 	// report_exported 1

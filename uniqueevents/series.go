@@ -69,7 +69,8 @@ type SeriesPoint struct {
 // first-seen time is when its first entry was buffered (see the
 // operations guide), so a backlog does not shift the series. It returns a
 // *uum.ValidationError naming "event_name", "period", "from", "to" or
-// "tz" for bad input; any other error means the store could not answer.
+// "tz" for bad input, an *UnknownEventError for an event never counted;
+// any other error means the store could not answer.
 // It reads from the read replica when the Client has one (Open honours
 // config.Database.ReadURL).
 func (c *Client) UniqueSeries(ctx context.Context, name string, q SeriesQuery) (Series, error) {
@@ -91,6 +92,9 @@ func (c *Client) UniqueSeries(ctx context.Context, name string, q SeriesQuery) (
 	days, err := rs.db.EventDays(ctx, name, first, last, plan.hourly)
 	if err != nil {
 		return Series{}, fmt.Errorf("unique series: %w", err)
+	}
+	if days.Total == 0 {
+		return Series{}, &UnknownEventError{Name: name} // every counted event has a user
 	}
 	return plan.fill(name, days), nil
 }

@@ -105,6 +105,7 @@ func TestUniqueSeries(t *testing.T) {
 			}
 			return out
 		}
+		firstSeen(t, b, "login", utc("2025-03-06T10:00:00Z"))
 		// ISO weeks start on Monday; 2025-03-05 is a Wednesday.
 		weeks := series(t, b, "login", uniqueevents.SeriesQuery{Period: "week", From: "2025-03-05", To: "2025-03-17"})
 		require.Equal(t, []string{"2025-03-05", "2025-03-10", "2025-03-17"}, starts(weeks))
@@ -112,16 +113,26 @@ func TestUniqueSeries(t *testing.T) {
 		require.Equal(t, []string{"2024-12-15", "2025-01-01", "2025-02-01"}, starts(months))
 	})
 
-	t.Run("NeverLoggedIsZeros", func(t *testing.T) {
+	t.Run("NeverLoggedIsUnknown", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		got := series(t, b, "nobody_yet", uniqueevents.SeriesQuery{From: "2025-01-01", To: "2025-12-31", TZ: "Europe/Paris"})
+		_, err := b.client.UniqueSeries(ctx, "nobody_yet", uniqueevents.SeriesQuery{From: "2025-01-01", To: "2025-12-31", TZ: "Europe/Paris"})
+		var unknown *uniqueevents.UnknownEventError
+		require.ErrorAs(t, err, &unknown)
+		require.Equal(t, "nobody_yet", unknown.Name)
+	})
+
+	t.Run("NoUsersInTheRangeIsZeros", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		firstSeen(t, b, "later", utc("2026-02-01T00:00:00Z"))
+		got := series(t, b, "later", uniqueevents.SeriesQuery{From: "2025-01-01", To: "2025-12-31", TZ: "Europe/Paris"})
 		require.Len(t, got.Points, 365)
 		for _, p := range got.Points {
 			require.Zero(t, p.NewUsers)
 			require.Zero(t, p.Cumulative)
 		}
-		require.Zero(t, got.Total)
+		require.Equal(t, int64(1), got.Total)
 	})
 
 	t.Run("FollowsABackfillMovingAUserEarlier", func(t *testing.T) {
@@ -249,7 +260,10 @@ func TestUniqueSeriesChecksItsInput(t *testing.T) {
 	t.Run("LongestRange", func(t *testing.T) {
 		t.Parallel()
 		pool, _ := dbtest.Schema(t)
-		c, err := uniqueevents.New(config.Events{}, nil, nil, store.New(pool), nil, nil)
+		st := store.New(pool)
+		_, _, err := st.Backfill(context.Background(), []string{"login"}, []store.DatedPair{{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "login"}, CreatedAt: time.Now()}})
+		require.NoError(t, err)
+		c, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
 		require.NoError(t, err)
 		s, err := c.UniqueSeries(context.Background(), "login", with(func(q *uniqueevents.SeriesQuery) { q.To = daysOn(uniqueevents.MaxSeriesDays - 1) }))
 		require.NoError(t, err)

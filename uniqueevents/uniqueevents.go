@@ -23,6 +23,7 @@ import (
 	"github.com/DataDog/datadog-go/v5/statsd"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/store"
@@ -139,11 +140,15 @@ type Client struct {
 	// windowRetention bounds Window's span: older buckets are deleted.
 	windowRetention time.Duration
 	now             func() time.Time
-	stats           statsd.ClientInterface
-	logger          *slog.Logger
-	cacheDown       atomic.Bool // the last cache read failed
-	closers         []func()    // what Open made, in order
-	closeOnce       sync.Once
+	// reportZone is the zone of the activity sets' days; activeCache
+	// holds closed days' sets for the active-user reads.
+	reportZone  *time.Location
+	activeCache *activeusers.Cache
+	stats       statsd.ClientInterface
+	logger      *slog.Logger
+	cacheDown   atomic.Bool // the last cache read failed
+	closers     []func()    // what Open made, in order
+	closeOnce   sync.Once
 }
 
 // suffixes are the facility variant suffixes of one tracked facility id,
@@ -203,6 +208,8 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		direct:          newReaders(db, seen),
 		windowRetention: defaultWindowRetention,
 		now:             time.Now,
+		reportZone:      time.UTC,
+		activeCache:     activeusers.NewCache(DefaultActiveCacheBytes),
 		stats:           stats,
 		logger:          logger,
 	}, nil
@@ -517,7 +524,8 @@ func (d *dedupe) add(n string) {
 }
 
 // EventLogged reports whether user ever logged name: the seen-cache first,
-// then the store. A positive answer from the store is written back to the
+// then the store. For an event the processor never drained it returns an
+// *UnknownEventError instead of false. A positive answer from the store is written back to the
 // cache. Each cache call is bounded by Events.ReadTimeout, and a failed
 // cache read sends the lookup to the store at once, without the
 // write-back, so a Redis outage costs a lookup at most one ReadTimeout.
@@ -548,10 +556,15 @@ func (c *Client) EventLogged(ctx context.Context, userID, name string) (bool, er
 	if err != nil {
 		return false, fmt.Errorf("event logged: %w", err)
 	}
-	if ok && cacheUp {
+	if !ok {
+		// Only a no asks whether the event was ever seen: a typo must not
+		// read as "this user never did it".
+		return false, c.requireSeen(ctx, rs, name)
+	}
+	if cacheUp {
 		c.markCached(ctx, rs.seen, p)
 	}
-	return ok, nil
+	return true, nil
 }
 
 // cached asks seen about p within the read timeout. up is false when

@@ -669,13 +669,23 @@ func TestEventLogged(t *testing.T) {
 
 	t.Run("StoreMissIsNotCached", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{})
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{counts: []uum.Count{{EventName: "login", UniqueUsers: 1}}})
 
 		ok, err := b.client.EventLogged(ctx, userID, "login")
 		require.NoError(t, err)
 		require.False(t, ok)
 		require.Equal(t, 1, b.cache.seen)
 		require.Empty(t, b.cache.marked)
+	})
+
+	t.Run("AnEventNeverSeenIsUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, testConfig(), &fakeCache{}, &fakeStore{})
+
+		_, err := b.client.EventLogged(ctx, userID, "login")
+		var unknown *uniqueevents.UnknownEventError
+		require.ErrorAs(t, err, &unknown)
+		require.Equal(t, "login", unknown.Name)
 	})
 
 	t.Run("CacheErrorFallsBackToStore", func(t *testing.T) {

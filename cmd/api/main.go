@@ -78,6 +78,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithMetrics(deps.Pipeline, deps.PrometheusHandler(),
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),
+		api.WithActiveUsers(events),
 		api.WithStatus(deps.Pipeline, buffer.NewLeases(deps.Redis, cfg.Redis.KeyPrefix), schedule, cfg.Processor.LeaseTTL),
 		api.WithConsole(console.Handler()))
 

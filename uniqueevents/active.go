@@ -1,0 +1,415 @@
+package uniqueevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/uumhq/uum/activeusers"
+	"github.com/uumhq/uum/store"
+)
+
+// ActivityStore reads the sets of active users the drain keeps per
+// (event, day), days in the report time zone (UUM_REPORT_TIMEZONE);
+// *store.Store implements it. A Store given to New that also implements
+// ActivityStore serves ActiveUsers, ActiveSeries, RollingActive,
+// Stickiness and Retention.
+type ActivityStore interface {
+	// ActiveUserDays returns, for each day from to to (both included,
+	// dates as midnights UTC), the users active that day on any of names,
+	// or on any event when names is empty: out[i] is the day from+i,
+	// never nil, and the caller's. A name never seen is a
+	// *store.UnknownEventError naming it; any other error means the
+	// database could not answer.
+	ActiveUserDays(ctx context.Context, names []string, from, to time.Time) ([]*roaring.Bitmap, error)
+}
+
+var _ ActivityStore = (*store.Store)(nil)
+
+// ErrUnknownEvent is wrapped by the *UnknownEventError of a read naming an
+// event that was never drained.
+var ErrUnknownEvent = errors.New("uum: event never seen")
+
+// UnknownEventError is returned by a read naming an event the processor
+// never drained, so that a typo is not answered with a confident 0.
+type UnknownEventError struct {
+	Name string
+}
+
+func (e *UnknownEventError) Error() string {
+	return fmt.Sprintf("uum: event %q was never seen", e.Name)
+}
+
+// Unwrap makes errors.Is(err, ErrUnknownEvent) true.
+func (e *UnknownEventError) Unwrap() error { return ErrUnknownEvent }
+
+var errNoActivityStore = errors.New("uum: active users need a store that implements ActivityStore")
+
+// DefaultActiveCacheBytes bounds the memory a Client spends on cached
+// sets of closed days.
+const DefaultActiveCacheBytes = 256 << 20
+
+// closedAfter is how long after its end a day's sets are taken as final
+// and cached: the drain files an event under the day it was buffered, so a
+// day changes only while its last entries are drained.
+const closedAfter = time.Hour
+
+// ActiveQuery selects events and a range of days.
+type ActiveQuery struct {
+	// EventNames are the events whose users count, together; none means
+	// every event. At most activeusers.MaxEvents.
+	EventNames []string
+	// From and To are the first and last days, YYYY-MM-DD in the report
+	// time zone, both included. To may be after today: the figures stop
+	// at today.
+	From, To string
+}
+
+// ActiveTotal is the number of distinct users of the selected events over
+// a range of days.
+type ActiveTotal struct {
+	// EventNames are the selected events; empty for every event.
+	EventNames []string `json:"event_names"`
+	From       string   `json:"from"`
+	// To is the last day counted: the one asked for, or today.
+	To          string `json:"to"`
+	ActiveUsers uint64 `json:"active_users"`
+	// Partial is true when the range counts today, which is not over.
+	Partial bool `json:"partial"`
+}
+
+// activeRead is a checked query: its events as ids, its days, its sets.
+type activeRead struct {
+	names []string
+	r     activeusers.Range
+	sets  *daySets
+}
+
+// ActiveUsers returns the distinct users of q.EventNames (of every event
+// without any) over q.From to q.To: a union of the days' sets, not a sum
+// of days. It returns a *uum.ValidationError naming "event_name", "from"
+// or "to" for bad input and an *UnknownEventError for an event never
+// drained; any other error means the store could not answer. Like every
+// read it asks the replica when the Client has one.
+func (c *Client) ActiveUsers(ctx context.Context, q ActiveQuery) (ActiveTotal, error) {
+	a, err := c.activeRead(ctx, q, 0)
+	if err != nil {
+		return ActiveTotal{}, err
+	}
+	n, err := activeusers.Distinct(a.sets, a.r)
+	if err != nil {
+		return ActiveTotal{}, fmt.Errorf("active users: %w", err)
+	}
+	return ActiveTotal{EventNames: a.names, From: a.r.From.String(), To: a.r.To.String(), ActiveUsers: n, Partial: a.r.Partial()}, nil
+}
+
+// ActiveSeries returns the distinct users of each day, ISO week or
+// calendar month (period, "" for day) of q's range: the first and last
+// periods cut to the range, none after today, today's marked partial. Its
+// errors are ActiveUsers', and a *uum.ValidationError naming "period".
+func (c *Client) ActiveSeries(ctx context.Context, q ActiveQuery, period string) ([]activeusers.Point, error) {
+	p, err := activeusers.ParsePeriod("period", period)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.activeRead(ctx, q, 0)
+	if err != nil {
+		return nil, err
+	}
+	points, err := activeusers.Series(a.sets, p, a.r)
+	if err != nil {
+		return nil, fmt.Errorf("active series: %w", err)
+	}
+	return points, nil
+}
+
+// RollingActive returns, for each day of q's range up to today, the
+// distinct users of the window days ending on it (window 7, 28 or 30).
+// Its errors are ActiveUsers', and a *uum.ValidationError naming "window".
+func (c *Client) RollingActive(ctx context.Context, q ActiveQuery, window int) ([]activeusers.DayPoint, error) {
+	a, err := c.activeRead(ctx, q, window)
+	if err != nil {
+		return nil, err
+	}
+	points, err := activeusers.Rolling(a.sets, window, a.r)
+	if err != nil {
+		return nil, fmt.Errorf("rolling active users: %w", err)
+	}
+	return points, nil
+}
+
+// Stickiness returns, for each day of q's range up to today, its active
+// users over those of the window days ending on it (DAU/MAU for 30). Its
+// errors are RollingActive's.
+func (c *Client) Stickiness(ctx context.Context, q ActiveQuery, window int) ([]activeusers.StickinessPoint, error) {
+	a, err := c.activeRead(ctx, q, window)
+	if err != nil {
+		return nil, err
+	}
+	points, err := activeusers.Stickiness(a.sets, window, a.r)
+	if err != nil {
+		return nil, fmt.Errorf("stickiness: %w", err)
+	}
+	return points, nil
+}
+
+// RetentionQuery asks for a retention matrix.
+type RetentionQuery struct {
+	// EventNames, From and To select the events and the cohort periods:
+	// every period (Period) holding a day from From to To.
+	ActiveQuery
+	// Period is "day", "week" or "month" ("" for day).
+	Period string
+	// Cohort is activeusers.CohortActive ("" too) or CohortNew.
+	Cohort string
+	// Periods is how many periods after its own each cohort is followed.
+	Periods int
+}
+
+// Retention returns, for each cohort period of q, its users (those active
+// then, or first active then) and how many of them were active in each of
+// the q.Periods periods after it, up to today. Its errors are
+// ActiveUsers', and *uum.ValidationErrors naming "period", "cohort" or
+// "periods".
+func (c *Client) Retention(ctx context.Context, q RetentionQuery) (activeusers.Retention, error) {
+	p, err := activeusers.ParsePeriod("period", q.Period)
+	if err != nil {
+		return activeusers.Retention{}, err
+	}
+	if q.Cohort == "" {
+		q.Cohort = activeusers.CohortActive
+	}
+	from, to, err := parseRange(q.ActiveQuery)
+	if err != nil {
+		return activeusers.Retention{}, err
+	}
+	rq, err := activeusers.NewRetention(p, q.Cohort, from, to, c.today(), q.Periods)
+	if err != nil {
+		return activeusers.Retention{}, err
+	}
+	a, err := c.activeRead(ctx, q.ActiveQuery, -1)
+	if err != nil {
+		return activeusers.Retention{}, err
+	}
+	m, err := activeusers.ComputeRetention(a.sets, rq)
+	if err != nil {
+		return activeusers.Retention{}, fmt.Errorf("retention: %w", err)
+	}
+	return m, nil
+}
+
+// today is the current day in the report time zone.
+func (c *Client) today() activeusers.Day { return activeusers.DayOf(c.now(), c.reportZone) }
+
+func parseRange(q ActiveQuery) (from, to activeusers.Day, err error) {
+	if from, err = activeusers.ParseDay("from", q.From); err != nil {
+		return 0, 0, err
+	}
+	to, err = activeusers.ParseDay("to", q.To)
+	return from, to, err
+}
+
+// activeRead checks q (with a rolling window's days before it, if
+// window > 0; window < 0 skips the range's checks, which a retention
+// matrix makes itself) and resolves its events.
+func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (activeRead, error) {
+	if c == nil {
+		return activeRead{}, ErrNoDefault
+	}
+	if err := activeusers.CheckEvents(len(q.EventNames)); err != nil {
+		return activeRead{}, err
+	}
+	names := slices.Compact(slices.Sorted(slices.Values(q.EventNames)))
+	for _, n := range names {
+		if err := c.loggable("event_name", n); err != nil {
+			return activeRead{}, err
+		}
+	}
+	from, to, err := parseRange(q)
+	if err != nil {
+		return activeRead{}, err
+	}
+	today := c.today()
+	r := activeusers.Range{From: from, To: min(to, today), Today: today}
+	if window >= 0 {
+		if r, err = activeusers.NewRange(from, to, today); err != nil {
+			return activeRead{}, err
+		}
+	}
+	if window > 0 {
+		if err := activeusers.CheckWindow(window, r); err != nil {
+			return activeRead{}, err
+		}
+	}
+	rs, err := c.readers(ctx)
+	if err != nil {
+		return activeRead{}, err
+	}
+	db, ok := rs.db.(ActivityStore)
+	if !ok {
+		return activeRead{}, errNoActivityStore
+	}
+	events := names
+	if len(events) == 0 {
+		events = []string{""} // every event: the "any event" sets
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return activeRead{names: names, r: r, sets: &daySets{
+		ctx: ctx, db: db, cache: c.activeCache, events: events, last: r.To,
+		closed: activeusers.DayOf(c.now().Add(-closedAfter), c.reportZone),
+	}}, nil
+}
+
+// daySets is the activeusers.Sets of one query: it reads the selected
+// events' sets a block of days at a time, from the cache for closed days
+// it holds, and keeps the days the functions may still ask for.
+type daySets struct {
+	ctx    context.Context
+	db     ActivityStore
+	cache  *activeusers.Cache
+	events []string        // "": every event
+	last   activeusers.Day // the last day the query reads
+	closed activeusers.Day // days before it are closed: cached
+	days   map[activeusers.Day]*roaring.Bitmap
+}
+
+// blockDays is how many days one read of the store asks for: a month's
+// figure in one round trip.
+const blockDays = 31
+
+var emptySet = roaring.New()
+
+// read reads each event's sets of first..last from the store into sets,
+// and caches those of closed days, those without users too: a closed day
+// without users stays so.
+func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last activeusers.Day) error {
+	for _, e := range s.events {
+		var names []string
+		if e != "" {
+			names = []string{e}
+		}
+		days, err := s.db.ActiveUserDays(s.ctx, names, first.Date(), last.Date())
+		if ue, ok := errors.AsType[*store.UnknownEventError](err); ok {
+			return &UnknownEventError{Name: ue.Name}
+		}
+		if err != nil {
+			return fmt.Errorf("active user days: %w", err)
+		}
+		if len(days) != int(last-first)+1 {
+			return fmt.Errorf("active user days: %d sets for %d days", len(days), int(last-first)+1)
+		}
+		for i, b := range days {
+			d := first + activeusers.Day(i)
+			k := activeusers.Key{Event: e, Day: d}
+			sets[k] = b
+			if d < s.closed {
+				s.cache.Put(k, b)
+			}
+		}
+	}
+	return nil
+}
+
+// Day returns the users of the selected events on d.
+func (s *daySets) Day(d activeusers.Day) (*roaring.Bitmap, error) {
+	if b, ok := s.days[d]; ok {
+		return b, nil
+	}
+	if err := s.load(d, max(d, min(d+blockDays-1, s.last))); err != nil {
+		return nil, err
+	}
+	return s.days[d], nil
+}
+
+// load reads the days from to to, dropping those the functions will not
+// ask for again: the closed days the cache holds from it, the others
+// (today's among them) from the store in one read.
+func (s *daySets) load(from, to activeusers.Day) error {
+	for d := range s.days {
+		if d < from-activeusers.Lookbehind {
+			delete(s.days, d)
+		}
+	}
+	if s.days == nil {
+		s.days = map[activeusers.Day]*roaring.Bitmap{}
+	}
+	sets := make(map[activeusers.Key]*roaring.Bitmap, len(s.events)*int(to-from+1))
+	first, last := to+1, from-1 // the days some set of is not cached
+	for d := from; d <= to; d++ {
+		for _, e := range s.events {
+			k := activeusers.Key{Event: e, Day: d}
+			if b, ok := s.cache.Get(k); ok && d < s.closed {
+				sets[k] = b
+				continue
+			}
+			first, last = min(first, d), max(last, d)
+		}
+	}
+	if first <= last {
+		if err := s.read(sets, first, last); err != nil {
+			return err
+		}
+	}
+	per := make([]*roaring.Bitmap, 0, len(s.events))
+	for d := from; d <= to; d++ {
+		per = per[:0]
+		for _, e := range s.events {
+			if b := sets[activeusers.Key{Event: e, Day: d}]; !b.IsEmpty() {
+				per = append(per, b)
+			}
+		}
+		switch len(per) {
+		case 0:
+			s.days[d] = emptySet
+		case 1:
+			s.days[d] = per[0]
+		default:
+			s.days[d] = roaring.FastOr(per...)
+		}
+	}
+	return nil
+}
+
+// ActiveUsers calls ActiveUsers on the default client.
+func ActiveUsers(ctx context.Context, q ActiveQuery) (ActiveTotal, error) {
+	return Default().ActiveUsers(ctx, q)
+}
+
+// ActiveSeries calls ActiveSeries on the default client.
+func ActiveSeries(ctx context.Context, q ActiveQuery, period string) ([]activeusers.Point, error) {
+	return Default().ActiveSeries(ctx, q, period)
+}
+
+// RollingActive calls RollingActive on the default client.
+func RollingActive(ctx context.Context, q ActiveQuery, window int) ([]activeusers.DayPoint, error) {
+	return Default().RollingActive(ctx, q, window)
+}
+
+// Stickiness calls Stickiness on the default client.
+func Stickiness(ctx context.Context, q ActiveQuery, window int) ([]activeusers.StickinessPoint, error) {
+	return Default().Stickiness(ctx, q, window)
+}
+
+// Retention calls Retention on the default client.
+func Retention(ctx context.Context, q RetentionQuery) (activeusers.Retention, error) {
+	return Default().Retention(ctx, q)
+}
+
+// requireSeen returns an *UnknownEventError if the processor never
+// counted a user of name.
+func (c *Client) requireSeen(ctx context.Context, rs *readers, name string) error {
+	counts, err := rs.db.UniqueCounts(ctx, name)
+	if err != nil {
+		return fmt.Errorf("unique counts: %w", err)
+	}
+	if len(counts) == 0 {
+		return &UnknownEventError{Name: name}
+	}
+	return nil
+}

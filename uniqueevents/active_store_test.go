@@ -1,0 +1,84 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/activeusers"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// TestActiveUsersFromPostgres reads the sets the store keeps: the
+// Client's answers equal a count of what was written.
+func TestActiveUsersFromPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(t)
+	st := store.New(pool)
+	users := make([]uum.UUID, 6)
+	for i := range users {
+		users[i] = uum.NewUUID()
+	}
+	// Names are registered by the pairs a drain writes.
+	_, _, err := st.Backfill(ctx, []string{"login", "search"}, []store.DatedPair{
+		{Pair: uum.Pair{UserID: users[0], Name: "login"}, CreatedAt: time.Now()},
+		{Pair: uum.Pair{UserID: users[0], Name: "search"}, CreatedAt: time.Now()},
+	})
+	require.NoError(t, err)
+	var ids map[string]int32
+	require.NoError(t, pool.QueryRow(ctx, `SELECT json_object_agg(name, id) FROM event_names`).Scan(&ids))
+
+	day := func(s string) time.Time { d, _ := time.Parse(time.DateOnly, s); return d }
+	activity := map[string]map[string][]int{ // day -> event -> users
+		"2026-01-05": {"login": {0, 1, 2}, "search": {2, 3}},
+		"2026-01-06": {"login": {0, 1}},
+		"2026-01-20": {"login": {4}, "search": {5}},
+	}
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	numbers, err := store.UserNumbers(ctx, tx, users)
+	require.NoError(t, err)
+	var sets []store.ActiveUsers
+	for d, byEvent := range activity {
+		any := roaring.New()
+		for name, us := range byEvent {
+			b := roaring.New()
+			for _, u := range us {
+				b.Add(numbers[users[u]])
+			}
+			any.Or(b)
+			sets = append(sets, store.ActiveUsers{EventID: ids[name], Day: day(d), Users: b})
+		}
+		sets = append(sets, store.ActiveUsers{EventID: store.AnyEvent, Day: day(d), Users: any})
+	}
+	require.NoError(t, store.AddActiveUsers(ctx, tx, sets))
+	require.NoError(t, tx.Commit(ctx))
+
+	client, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
+	require.NoError(t, err)
+	q := uniqueevents.ActiveQuery{EventNames: []string{"login"}, From: "2026-01-01", To: "2026-01-31"}
+	for range 2 { // cold, then from the cache
+		got, err := client.ActiveUsers(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, uint64(4), got.ActiveUsers) // 0, 1, 2, 4
+	}
+	all, err := client.ActiveUsers(ctx, uniqueevents.ActiveQuery{From: "2026-01-01", To: "2026-01-31"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), all.ActiveUsers)
+	weeks, err := client.ActiveSeries(ctx, uniqueevents.ActiveQuery{EventNames: []string{"search", "login"}, From: "2026-01-05", To: "2026-01-25"}, "week")
+	require.NoError(t, err)
+	require.Equal(t, []uint64{4, 0, 2}, []uint64{weeks[0].ActiveUsers, weeks[1].ActiveUsers, weeks[2].ActiveUsers})
+	_, err = client.ActiveUsers(ctx, uniqueevents.ActiveQuery{EventNames: []string{"logn"}, From: "2026-01-01", To: "2026-01-31"})
+	require.ErrorIs(t, err, uniqueevents.ErrUnknownEvent)
+	m, err := client.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: uniqueevents.ActiveQuery{From: "2026-01-05", To: "2026-01-05"}, Periods: 1})
+	require.NoError(t, err)
+	require.Equal(t, []activeusers.Cell{{Offset: 1, Start: activeusers.DayOf(day("2026-01-06"), time.UTC), Users: 2}}, m.Rows[0].Retained)
+}

@@ -1,0 +1,224 @@
+package uniqueevents_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/activeusers"
+	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/uniqueevents"
+)
+
+// activityStore is a Store with activity sets: users per (event, day),
+// "" every event; it records the day ranges it was asked.
+type activityStore struct {
+	fakeStore
+	sets  map[activeusers.Key]*roaring.Bitmap
+	mu    sync.Mutex
+	reads [][2]activeusers.Day
+}
+
+func (a *activityStore) UniqueCounts(_ context.Context, name string) ([]uum.Count, error) {
+	var out []uum.Count
+	for _, c := range a.counts {
+		if name == "" || c.EventName == name {
+			out = append(out, c)
+		}
+	}
+	return out, a.err
+}
+
+func (a *activityStore) ActiveUserDays(_ context.Context, names []string, from, to time.Time) ([]*roaring.Bitmap, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first, last := activeusers.DayOf(from, time.UTC), activeusers.DayOf(to, time.UTC)
+	a.reads = append(a.reads, [2]activeusers.Day{first, last})
+	if a.err != nil {
+		return nil, a.err
+	}
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	for _, n := range names {
+		if _, ok := a.sets[activeusers.Key{Event: n, Day: -1}]; !ok {
+			return nil, &store.UnknownEventError{Name: n}
+		}
+	}
+	out := make([]*roaring.Bitmap, 0, last-first+1)
+	for d := first; d <= last; d++ {
+		b := roaring.New()
+		for _, n := range names {
+			if s := a.sets[activeusers.Key{Event: n, Day: d}]; s != nil {
+				b.Or(s)
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// mark records users active for event on day, and for every event; day
+// -1 of a name marks it seen.
+func (a *activityStore) mark(event string, day activeusers.Day, users ...uint32) {
+	for _, e := range []string{event, ""} {
+		for _, k := range []activeusers.Key{{Event: e, Day: day}, {Event: e, Day: -1}} {
+			if a.sets[k] == nil {
+				a.sets[k] = roaring.New()
+			}
+			a.sets[k].AddMany(users)
+		}
+	}
+}
+
+func TestActiveUsers(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 18, 15, 0, 0, 0, time.UTC) // a Wednesday
+	today := activeusers.DayOf(now, time.UTC)
+
+	type testBundle struct {
+		client *uniqueevents.Client
+		store  *activityStore
+	}
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		st := &activityStore{sets: map[activeusers.Key]*roaring.Bitmap{}}
+		// login: users 1-3 on each of the last 10 days, 4 today too;
+		// search: user 3 and 9 a week ago.
+		for d := today - 9; d <= today; d++ {
+			st.mark("login", d, 1, 2, 3)
+		}
+		st.mark("login", today, 4)
+		st.mark("search", today-7, 3, 9)
+		c, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
+		require.NoError(t, err)
+		uniqueevents.SetClock(c, func() time.Time { return now }, time.UTC)
+		return &testBundle{client: c, store: st}
+	}
+	ctx := context.Background()
+	q := func(from, to activeusers.Day, names ...string) uniqueevents.ActiveQuery {
+		return uniqueevents.ActiveQuery{EventNames: names, From: from.String(), To: to.String()}
+	}
+
+	t.Run("CountsDistinctUsersOverTheRange", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		got, err := b.client.ActiveUsers(ctx, q(today-30, today, "login"))
+		require.NoError(t, err)
+		require.Equal(t, uniqueevents.ActiveTotal{EventNames: []string{"login"}, From: (today - 30).String(), To: today.String(), ActiveUsers: 4, Partial: true}, got)
+		got, err = b.client.ActiveUsers(ctx, q(today-30, today-1, "login", "search"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(4), got.ActiveUsers) // 1, 2, 3, 9
+		require.False(t, got.Partial)
+		got, err = b.client.ActiveUsers(ctx, q(today-30, today+40))
+		require.NoError(t, err)
+		require.Equal(t, uniqueevents.ActiveTotal{EventNames: []string{}, From: (today - 30).String(), To: today.String(), ActiveUsers: 5, Partial: true}, got)
+	})
+
+	t.Run("SeriesRollingStickinessRetention", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		points, err := b.client.ActiveSeries(ctx, q(today-2, today+5, "login"), "day")
+		require.NoError(t, err)
+		require.Equal(t, []activeusers.Point{{Start: today - 2, ActiveUsers: 3}, {Start: today - 1, ActiveUsers: 3}, {Start: today, ActiveUsers: 4, Partial: true}}, points)
+		weeks, err := b.client.ActiveSeries(ctx, q(today-9, today, "search", "login"), "week")
+		require.NoError(t, err)
+		require.Equal(t, []activeusers.Point{{Start: today - 9, ActiveUsers: 4}, {Start: today - 2, ActiveUsers: 4, Partial: true}}, weeks) // Monday the 9th, 16th
+		rolling, err := b.client.RollingActive(ctx, q(today-1, today), 7)
+		require.NoError(t, err)
+		require.Equal(t, []activeusers.DayPoint{{Date: today - 1, ActiveUsers: 4}, {Date: today, ActiveUsers: 4, Partial: true}}, rolling)
+		sticky, err := b.client.Stickiness(ctx, q(today, today, "login"), 30)
+		require.NoError(t, err)
+		require.Equal(t, []activeusers.StickinessPoint{{Date: today, DAU: 4, WindowUsers: 4, Ratio: 1, Partial: true}}, sticky)
+		m, err := b.client.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: q(today-9, today-7, "search", "login"), Cohort: "new", Periods: 2})
+		require.NoError(t, err)
+		require.Len(t, m.Rows, 3)
+		require.Equal(t, uint64(3), m.Rows[0].Users) // 1, 2, 3 first seen then
+		require.Equal(t, []activeusers.Cell{{Offset: 1, Start: today - 8, Users: 3}, {Offset: 2, Start: today - 7, Users: 3}}, m.Rows[0].Retained)
+		require.Equal(t, uint64(0), m.Rows[1].Users)
+		require.Equal(t, uint64(1), m.Rows[2].Users) // 9
+		require.Equal(t, []activeusers.Cell{{Offset: 1, Start: today - 6, Users: 0}, {Offset: 2, Start: today - 5, Users: 0}}, m.Rows[2].Retained)
+	})
+
+	t.Run("AnEventNeverSeenIsUnknown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.client.ActiveUsers(ctx, q(today-3, today, "login", "logn"))
+		var unknown *uniqueevents.UnknownEventError
+		require.ErrorAs(t, err, &unknown)
+		require.Equal(t, "logn", unknown.Name)
+		require.ErrorIs(t, err, uniqueevents.ErrUnknownEvent)
+	})
+
+	t.Run("BadInputNamesTheParameter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		many := make([]string, activeusers.MaxEvents+1)
+		for i := range many {
+			many[i] = "e" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		}
+		for field, call := range map[string]func() error{
+			"event_name": func() error { _, err := b.client.ActiveUsers(ctx, q(today, today, "Login")); return err },
+			"from": func() error {
+				_, err := b.client.ActiveUsers(ctx, uniqueevents.ActiveQuery{To: today.String()})
+				return err
+			},
+			"to":     func() error { _, err := b.client.ActiveUsers(ctx, q(today-800, today)); return err },
+			"period": func() error { _, err := b.client.ActiveSeries(ctx, q(today, today), "year"); return err },
+			"window": func() error { _, err := b.client.RollingActive(ctx, q(today, today), 14); return err },
+			"periods": func() error {
+				_, err := b.client.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: q(today, today)})
+				return err
+			},
+			"cohort": func() error {
+				_, err := b.client.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: q(today, today), Cohort: "x", Periods: 1})
+				return err
+			},
+		} {
+			var ve *uum.ValidationError
+			require.ErrorAs(t, call(), &ve, field)
+			require.Equal(t, field, ve.Field)
+		}
+		_, err := b.client.ActiveUsers(ctx, uniqueevents.ActiveQuery{EventNames: many, From: today.String(), To: today.String()})
+		var ve *uum.ValidationError
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, "event_name", ve.Field)
+		require.Empty(t, b.store.reads, "nothing read for bad input")
+	})
+
+	t.Run("ClosedDaysAreReadOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for range 3 {
+			got, err := b.client.ActiveUsers(ctx, q(today-29, today, "login"))
+			require.NoError(t, err)
+			require.Equal(t, uint64(4), got.ActiveUsers)
+		}
+		// The first read asks every day; then the open days only: today,
+		// and yesterday until an hour past midnight (here 15:00).
+		require.Equal(t, [][2]activeusers.Day{{today - 29, today}, {today, today}, {today, today}}, b.store.reads)
+	})
+
+	t.Run("StoreErrorsAreReturned", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.store.err = errors.New("boom")
+		_, err := b.client.ActiveUsers(ctx, q(today-3, today))
+		require.ErrorContains(t, err, "boom")
+	})
+
+	t.Run("NeedsAnActivityStore", func(t *testing.T) {
+		t.Parallel()
+		c, err := uniqueevents.New(config.Events{}, nil, nil, &fakeStore{}, nil, nil)
+		require.NoError(t, err)
+		_, err = c.ActiveUsers(ctx, uniqueevents.ActiveQuery{From: "2020-01-01", To: "2020-01-02"})
+		require.ErrorContains(t, err, "ActivityStore")
+	})
+}
