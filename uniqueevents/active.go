@@ -195,6 +195,7 @@ func (c *Client) Retention(ctx context.Context, q RetentionQuery) (activeusers.R
 	if err != nil {
 		return activeusers.Retention{}, err
 	}
+	a.sets.last = rq.Today // the follow-up periods reach past To
 	m, err := activeusers.ComputeRetention(a.sets, rq)
 	if err != nil {
 		return activeusers.Retention{}, fmt.Errorf("retention: %w", err)

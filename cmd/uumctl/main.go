@@ -79,12 +79,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"status":    {"buffer depth and lag, drain lease, pipeline totals, open dead letters", runStatus},
-	"drain":     {"drain the buffer now (as processor -once)", runDrain},
-	"dlq":       {"dead-letter queue: ls, show, replay, rm", runDLQ},
-	"reconcile": {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
-	"backfill":  {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
-	"counters":  {"checkpoint the persistent counters (export FILE, restore FILE); show, accept the counters file", runCounters},
+	"status":       {"buffer depth and lag, drain lease, pipeline totals, open dead letters", runStatus},
+	"drain":        {"drain the buffer now (as processor -once)", runDrain},
+	"dlq":          {"dead-letter queue: ls, show, replay, rm", runDLQ},
+	"reconcile":    {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
+	"backfill":     {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
+	"active-users": {"exact active users of events over a range: total, series, rolling, stickiness, retention", runActiveUsers},
+	"counters":     {"checkpoint the persistent counters (export FILE, restore FILE); show, accept the counters file", runCounters},
 }
 
 func usage(w io.Writer) {

@@ -6,10 +6,11 @@ import { $, clear } from './dom.js';
 import { destroyAll } from './charts.js';
 import * as overview from './overview.js';
 import * as users from './users.js';
+import * as active from './active.js';
 import * as counters from './counters.js';
 import * as deadLetters from './deadletters.js';
 
-const pages = { overview, users, counters, 'dead-letters': deadLetters };
+const pages = { overview, active, users, counters, 'dead-letters': deadLetters };
 let unmount = null;
 
 function showSignin(message) {

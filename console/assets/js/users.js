@@ -1,5 +1,6 @@
-// Unique users: every event with its total, and one event's new users per
-// day with the cumulative reach, as a chart and as CSV.
+// New users: every event with its total of distinct users, and one event's
+// new (first-time) users per day with the cumulative reach, as a chart and
+// as CSV. Active users, who may come back, are the Active users page's.
 import { api, enc } from './api.js';
 import { h, clear } from './dom.js';
 import { draw, colors } from './charts.js';
@@ -15,7 +16,7 @@ export function mount(el) {
   const list = h('div');
   const detail = h('div');
   clear(el,
-    pageHeader('Unique users', 'Distinct users per event, and when they did it for the first time (UTC days).'),
+    pageHeader('New users', 'Distinct users per event, and the day each did it for the first time (UTC days). For the users active on a day, see Active users.'),
     h('div', { class: 'split' }, h('div', { class: 'split-side' }, card('Events', list)), h('div', { class: 'split-main' }, detail)));
 
   let selected = null, days = '30', stopped = false, series = null;
@@ -51,7 +52,7 @@ export function mount(el) {
     const csv = h('button', { type: 'button', class: 'btn', disabled: true, onclick: () => download() }, 'Download CSV');
     clear(detail, card(null,
       h('div', { class: 'card-head' },
-        h('h2', { class: 'card-title' }, 'New users per day · ', h('span', { class: 'mono', text: name })),
+        h('h2', { class: 'card-title' }, 'New (first-time) users per day · ', h('span', { class: 'mono', text: name })),
         h('div', { class: 'card-tools' }, segmented(RANGES, days, (v) => { days = v; loadSeries(); }), csv)),
       summary, chartEl));
     try {
@@ -70,7 +71,7 @@ export function mount(el) {
     csv.disabled = false;
     const xs = pts.map((p) => Date.parse(p.start + 'T00:00:00Z') / 1000);
     draw(chartEl, [xs, pts.map((p) => p.new_users), pts.map((p) => p.cumulative)], [
-      { label: 'New users', bars: true, value: (u, v) => (v === null ? '–' : fmt.int(v)) },
+      { label: 'New (first-time) users', bars: true, value: (u, v) => (v === null ? '–' : fmt.int(v)) },
       { label: 'Cumulative reach', color: colors.third, scale: 'y2', area: false, value: (u, v) => (v === null ? '–' : fmt.int(v)) },
     ], { height: 300, y2: true, integer: true, yFormat: (v) => fmt.int(v), xValue: (u, v) => (v === null ? '–' : new Date(v * 1000).toISOString().slice(0, 10)) });
   }
