@@ -11,7 +11,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
