@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/uniqueevents"
@@ -70,7 +72,11 @@ func runActiveUsers(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	return c.activeUsers(ctx, client, f)
+	err = c.activeUsers(ctx, client, f)
+	if _, bad := errors.AsType[*uum.ValidationError](err); bad {
+		return fmt.Errorf("%w: %w", app.ErrUsage, err) // a flag's value: exit 2
+	}
+	return err
 }
 
 // activeUsers runs the read the flags ask for and prints it.
