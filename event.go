@@ -272,15 +272,23 @@ func quoteRaw(raw []byte) string {
 	return short + cut
 }
 
-// decodeUnixMilli decodes a required non-negative integer of milliseconds
-// since the Unix epoch.
+// maxWireMilli is the latest time a wire entry may carry, 9999-12-31
+// 23:59:59.999 UTC in Unix milliseconds: what Postgres and pgx hold with
+// room to spare (pgx wraps past about the year 294,000), and where a
+// producer that writes micro- or nanoseconds instead lands far past.
+const maxWireMilli = 253402300799999
+
+// decodeUnixMilli decodes a required time in Unix milliseconds, from
+// 1970-01-01 00:00:00.001 to 9999-12-31 (maxWireMilli). 0 is refused: it
+// is what a producer that never set the field writes, and would date the
+// pair's first-seen time to 1970.
 func decodeUnixMilli(field string, raw json.RawMessage) (time.Time, error) {
 	if isNull(raw) {
 		return time.Time{}, &DecodeError{Field: field, Reason: "missing " + field}
 	}
 	ms, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || ms < 0 {
-		return time.Time{}, &DecodeError{Field: field, Reason: field + " is not a non-negative integer of Unix milliseconds"}
+	if err != nil || ms < 1 || ms > maxWireMilli {
+		return time.Time{}, &DecodeError{Field: field, Reason: field + " " + quoteRaw(raw) + " is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31"}
 	}
 	return time.UnixMilli(ms).UTC(), nil
 }

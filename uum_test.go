@@ -423,9 +423,12 @@ func TestDecodeWirePoison(t *testing.T) {
 		{name: "VersionFloat", raw: `{"v":1.5,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version 1.5", wantField: "v"},
 		{name: "VersionNull", raw: `{"v":null,` + uid + `,"event_name":"login"}`, wantReason: "unsupported wire version null", wantField: "v"},
 		{name: "V2WithoutBufferedAt", raw: `{"v":2,` + uid + `,"event_name":"login"}`, wantReason: "missing buffered_at", wantField: "buffered_at"},
-		{name: "V2BufferedAtString", raw: `{"v":2,"buffered_at":"1000",` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
-		{name: "V2BufferedAtNegative", raw: `{"v":2,"buffered_at":-1,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
-		{name: "V2BufferedAtFraction", raw: `{"v":2,"buffered_at":1.5,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at is not a non-negative integer", wantField: "buffered_at"},
+		{name: "V2BufferedAtString", raw: `{"v":2,"buffered_at":"1000",` + uid + `,"event_name":"login"}`, wantReason: "is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31", wantField: "buffered_at"},
+		{name: "V2BufferedAtNegative", raw: `{"v":2,"buffered_at":-1,` + uid + `,"event_name":"login"}`, wantReason: "is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31", wantField: "buffered_at"},
+		{name: "V2BufferedAtFraction", raw: `{"v":2,"buffered_at":1.5,` + uid + `,"event_name":"login"}`, wantReason: "is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31", wantField: "buffered_at"},
+		{name: "V2BufferedAtZero", raw: `{"v":2,"buffered_at":0,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at 0 is not a time", wantField: "buffered_at"},
+		{name: "V2BufferedAtNanoseconds", raw: `{"v":2,"buffered_at":1767225600123456789,` + uid + `,"event_name":"login"}`, wantReason: "buffered_at 1767225600123456789 is not a time", wantField: "buffered_at"},
+		{name: "V2BufferedAtYear10000", raw: `{"v":2,"buffered_at":253402300800000,` + uid + `,"event_name":"login"}`, wantReason: "is not a time in Unix milliseconds", wantField: "buffered_at"},
 		{name: "V2UserWithoutName", raw: v2 + uid + `}`, wantReason: "missing event_name", wantField: "event_name"},
 		{name: "V2MixedKinds", raw: v2 + uid + `,"event_name":"a","id":"e1","type":"a"}`, wantReason: "mixes user event fields"},
 		{name: "TrackedWithoutType", raw: v2 + `"id":"e1"}`, wantReason: "missing type", wantField: "type"},
@@ -540,8 +543,8 @@ func FuzzDecodeWire(f *testing.F) {
 			require.Equal(t, derr.Reason, dl.Reason)
 			return
 		}
-		if e.BufferedAt.IsZero() { // v1: re-encoded as v2 buffered at the epoch
-			e.BufferedAt = time.UnixMilli(0).UTC()
+		if e.BufferedAt.IsZero() { // v1: re-encoded as v2 buffered at the first time v2 takes
+			e.BufferedAt = time.UnixMilli(1).UTC()
 		}
 		var wire []byte
 		if e.Tracked != nil {

@@ -43,7 +43,7 @@ func decodeFast(raw []byte) (Entry, bool) {
 		return Entry{}, false
 	}
 	ms, ok := smallUint(f.bufferedAt)
-	if !ok {
+	if !ok || ms < 1 || ms > maxWireMilli {
 		return Entry{}, false
 	}
 	at := time.UnixMilli(ms).UTC()

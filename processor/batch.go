@@ -2,6 +2,7 @@ package processor
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -14,10 +15,13 @@ import (
 // the drain steps. Each step fills the next field; later stages (counter
 // rules, event-id registry, minute buckets) add fields and steps here.
 type batch struct {
-	at     buffer.Position // of raw[0]
-	raw    []string        // entries as peeked, oldest first; trimmed by count
-	events []uum.Event     // decoded valid user events
-	index  []int           // of each event in raw
+	at  buffer.Position // of raw[0]
+	raw []string        // entries as peeked, oldest first; trimmed by count
+	// now is the drain's clock when the batch was built: a tracked event
+	// may not have occurred more than uum.MaxFutureOccurredSkew after it.
+	now    time.Time
+	events []uum.Event // decoded valid user events
+	index  []int       // of each event in raw
 	// tracked are the decoded tracked events, with where they were found.
 	tracked []trackedEntry
 	// bufferedAt is when each raw entry was buffered, by index; zero for
@@ -64,6 +68,10 @@ func (b *batch) decode(names NameChecker) {
 		}
 		b.bufferedAt[i] = ev.BufferedAt
 		if ev.Tracked != nil {
+			if reason := aheadReason(ev.Tracked.OccurredAt, b.now); reason != "" {
+				b.dead = append(b.dead, decodedDeadLetter([]byte(r), reason, b.at.Add(i), ev, nil))
+				continue
+			}
 			b.tracked = append(b.tracked, trackedEntry{TrackedEvent: ev.Tracked, index: i})
 			continue
 		}
@@ -74,6 +82,19 @@ func (b *batch) decode(names NameChecker) {
 		b.events = append(b.events, ev.Event)
 		b.index = append(b.index, i)
 	}
+}
+
+// aheadReason returns why a tracked event that occurred at at is poison
+// for a drain whose clock reads now, or "". DecodeWire bounds occurred_at
+// by the entry's buffered_at, but a producer whose clock runs ahead
+// writes both ahead, and its events would fill future minutes of the
+// windows.
+func aheadReason(at, now time.Time) string {
+	if !at.After(now.Add(uum.MaxFutureOccurredSkew)) {
+		return ""
+	}
+	return fmt.Sprintf("invalid occurred_at %q: more than %s after the drain's clock (%s): the producer's clock runs ahead",
+		at.Format(time.RFC3339Nano), uum.MaxFutureOccurredSkew, now.UTC().Format(time.RFC3339))
 }
 
 // trackedEntry is a tracked event and the index of its raw entry.
@@ -193,7 +214,7 @@ func (b *batch) insertedByName() map[string]int64 {
 // merge makes b the union of the consecutive batches parts, committed
 // separately: their entries, steps and results in order.
 func (b *batch) merge(parts ...*batch) {
-	*b = batch{at: b.at, raw: b.raw, firstAt: make(map[uum.Pair]time.Time)}
+	*b = batch{at: b.at, raw: b.raw, now: b.now, firstAt: make(map[uum.Pair]time.Time)}
 	for _, p := range parts {
 		for pair, at := range p.firstAt {
 			keepEarliest(b.firstAt, pair, at)

@@ -96,7 +96,7 @@ func (d *Drainer) setAside(ctx context.Context, b *batch) (*batch, bool, error) 
 // known to be dead letters (known, by index in b). Parts skip the
 // seen-cache: it only saves work, and this path is rare.
 func (d *Drainer) part(b *batch, i, j int, known map[int]bool) *batch {
-	p := &batch{at: b.at.Add(i), raw: b.raw[i:j]}
+	p := &batch{at: b.at.Add(i), raw: b.raw[i:j], now: b.now}
 	for k := range known {
 		if k >= i && k < j {
 			if p.known == nil {

@@ -364,7 +364,7 @@ func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string)
 
 // build runs the steps that need nothing but the entries: decode, dedupe.
 func (d *Drainer) build(at buffer.Position, raw []string) *batch {
-	b := &batch{at: at, raw: raw}
+	b := &batch{at: at, raw: raw, now: time.Now()}
 	if len(raw) > 0 {
 		b.decode(d.names)
 		b.dedupe()

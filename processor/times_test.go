@@ -1,0 +1,54 @@
+package processor_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+)
+
+// TestDrainBoundsTimes drains entries whose times Postgres or pgx cannot
+// hold, or that a producer's clock ahead of the drain's wrote: each is one
+// dead letter whose reason names the field, and the valid entries around
+// them count.
+func TestDrainBoundsTimes(t *testing.T) {
+	t.Parallel()
+	user := uum.NewUUID().String()
+	userEvent := func(bufferedAt string) string {
+		return `{"v":2,"user_id":"` + user + `","event_name":"x","buffered_at":` + bufferedAt + `}`
+	}
+
+	t.Run("BufferedAtOutsideWhatTheStoreHolds", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, redistest.Real)
+		now := time.Now()
+		b.requirePoisonDrained(t,
+			userEvent(fmt.Sprint(now.UnixNano())), // nanoseconds: past year 9999
+			userEvent(fmt.Sprint(now.UnixMicro())),
+			userEvent("253402300800000"), // 10000-01-01
+			userEvent("0"),               // never set
+		)
+		for _, reason := range b.deadLetterReasons(t) {
+			require.Contains(t, reason, "buffered_at")
+		}
+	})
+
+	t.Run("OccurredAtAheadOfTheDrainsClock", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, redistest.Real)
+		// The producer's clock runs an hour ahead: occurred_at is within
+		// the skew of its own buffered_at, not of the drain's clock.
+		ahead := time.Now().Add(time.Hour)
+		early, err := uum.TrackedEvent{ID: "ahead", Type: "hit"}.AppendWire(nil, ahead)
+		require.NoError(t, err)
+		b.requirePoisonDrained(t, string(early))
+		reasons := b.deadLetterReasons(t)
+		require.Len(t, reasons, 1)
+		require.Contains(t, reasons[0], "occurred_at")
+		require.Contains(t, reasons[0], "drain's clock")
+	})
+}
