@@ -42,6 +42,7 @@ type Config struct {
 	Statsd     Statsd
 	Operations Operations
 	Counters   Counters
+	Active     ActiveUsers
 }
 
 // MaxBufferShards is the most shards UUM_BUFFER_SHARDS may name.
@@ -507,6 +508,7 @@ func (c Config) validate(r *report) {
 	r.check(statsdAddr, c.Statsd.Addr == "" || validHostPort(c.Statsd.Addr), hostPort)
 	c.Operations.validate(r)
 	c.Counters.validate(r)
+	c.Active.validate(r)
 }
 
 func (p Processor) validate(r *report) {

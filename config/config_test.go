@@ -48,6 +48,7 @@ var defaults = config.Config{
 	Statsd:     config.Statsd{Addr: "127.0.0.1:8125"},
 	Operations: config.Operations{ReconcileInterval: 5 * time.Minute},
 	Counters:   config.Counters{WindowRetention: 168 * time.Hour},
+	Active:     config.ActiveUsers{ReportTimezone: "UTC"},
 }
 
 const (
@@ -107,6 +108,7 @@ func TestLoad(t *testing.T) {
 			"UUM_COUNTERS_FILE":           "/etc/uum/counters.yaml",
 			"UUM_WINDOW_RETENTION":        "24h",
 			"UUM_METRICS_OPEN":            "yes",
+			"UUM_REPORT_TIMEZONE":         "Europe/Berlin",
 		})
 		require.Equal(t, config.Config{
 			Redis:    config.Redis{URL: "rediss://:secret@redis.internal:6380/15", KeyPrefix: "test:", BufferShards: 8},
@@ -139,6 +141,7 @@ func TestLoad(t *testing.T) {
 			Statsd:     config.Statsd{Addr: "[::1]:9125"},
 			Operations: config.Operations{ReconcileInterval: 5 * time.Minute, MetricsOpen: true},
 			Counters:   config.Counters{File: "/etc/uum/counters.yaml", WindowRetention: 24 * time.Hour},
+			Active:     config.ActiveUsers{ReportTimezone: "Europe/Berlin"},
 		}, cfg)
 	})
 
@@ -211,6 +214,9 @@ func TestLoadRejects(t *testing.T) {
 	}
 	for _, value := range []string{"abc", "-1", "1.5"} {
 		cases = append(cases, testCase{"UUM_DRAIN_MAX_RETRY", value, `UUM_DRAIN_MAX_RETRY: must be a non-negative integer, got "` + value + `"`})
+	}
+	for _, value := range []string{"CET+1", "Mars/Olympus", "Local", "utc/"} {
+		cases = append(cases, testCase{"UUM_REPORT_TIMEZONE", value, `UUM_REPORT_TIMEZONE: must be an IANA time zone name such as UTC or Europe/Berlin (not Local), got "` + value + `"`})
 	}
 	cases = append(cases, testCase{"UUM_METRICS_TOKEN", "short", `UUM_METRICS_TOKEN: must be at least 16 characters`})
 	for _, value := range []string{"abc", "-1h", "10"} {

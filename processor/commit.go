@@ -208,7 +208,10 @@ type result struct {
 // the lease holder) can wait for each other but never deadlock:
 //
 //  1. the event-name dictionary (RegisterNames), in name order;
-//  2. the pairs and their totals, days and hours (InsertPairs), sorted;
+//  2. the active users (AddActivity): the names it lacks, in name order,
+//     then the user dictionary's rows in UUID order, then the sets' delta
+//     rows, only ever inserted, so no other commit waits for them; then
+//     the pairs and their totals, days and hours (InsertPairs), sorted;
 //  3. the dead letters (InsertDeadLetters), by correlation id;
 //  4. the event-id registry and its audit (RegisterEvents), by id;
 //  5. then, computed here from the fresh events (project, no SQL), the
@@ -231,14 +234,18 @@ type result struct {
 func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result, error) {
 	pairs := b.datedUnseen()
 	tracked := b.trackedWrites()
+	acts := d.activity(b, now)
 	check := store.DrainCheck{CacheSeq: b.cacheSeq, Counters: d.fingerprint, Tracked: len(tracked) > 0}
-	if len(pairs) == 0 && len(b.dead) == 0 && len(b.newNames) == 0 && len(tracked) == 0 {
+	if len(pairs) == 0 && len(acts) == 0 && len(b.dead) == 0 && len(b.newNames) == 0 && len(tracked) == 0 {
 		return result{}, d.db.CheckDrain(ctx, check)
 	}
 	var res result
 	err := d.db.InTx(ctx, func(tx pgx.Tx) error {
 		err := store.RegisterNames(ctx, tx, b.newNames)
 		if err != nil {
+			return err
+		}
+		if err = store.AddActivity(ctx, tx, acts); err != nil {
 			return err
 		}
 		if res.Inserted, err = store.InsertPairs(ctx, tx, pairs); err != nil {

@@ -118,6 +118,11 @@ type Drainer struct {
 	record      CountersRecorder
 	unmatched   unmatchedTypes
 	shards      *shards // nil: DrainAll drains buf alone
+	// zone is the report time zone whose days active users are filed
+	// under; nil: UTC.
+	zone *time.Location
+	// noActivity leaves the active-user sets out (benchmarks only).
+	noActivity bool
 }
 
 // NewDrainer returns a drainer. stats may be nil.

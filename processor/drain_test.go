@@ -386,18 +386,21 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, []bool{true}, hits)
 	})
 
-	t.Run("EverythingCachedSendsNothingToPostgresAndStillTrims", func(t *testing.T) {
+	t.Run("EverythingCachedWritesOnlyTheDaysActiveUsersAndStillTrims", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
 		ps := pairs(users(3), "a")
+		require.NoError(t, store.RegisterNames(ctx, b.pool, []string{"a"}))
 		require.NoError(t, b.seen.Mark(ctx, ps))
 		b.pushEvents(t, ps...)
 		sum := b.drain(t)
 		require.Equal(t, 3, sum.EventsProcessed)
 		require.Equal(t, 0, sum.DBQueries)
-		require.Equal(t, int32(1), b.db.calls.Load(), "the batch's commit is only its check")
-		require.Empty(t, b.db.written, "no transaction")
-		require.Empty(t, b.rows(t), "the store runs no SQL for an empty write")
+		require.Len(t, b.db.written, 1, "one transaction: the users are active today")
+		for _, st := range b.db.written[0] {
+			require.NotContains(t, st.sql, "unique_user_pairs", "no pair is written")
+		}
+		require.Empty(t, b.rows(t))
 		require.Empty(t, b.pending(t))
 	})
 

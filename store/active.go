@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -55,6 +56,17 @@ func UserNumbers(ctx context.Context, db DBTX, users []uum.UUID) (map[uum.UUID]u
 	if len(users) == 0 {
 		return nil, nil
 	}
+	numbers, _, err := numberUsers(ctx, db, users, nil)
+	if err != nil {
+		return nil, fmt.Errorf("user numbers: %w", err)
+	}
+	return numbers, nil
+}
+
+// numberUsers registers the names the event-name dictionary lacks (in
+// name order), numbers users (UserNumbers) and reads the names' ids, in
+// one round trip.
+func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string) (map[uum.UUID]uint32, map[string]int32, error) {
 	sorted := make([][16]byte, len(users))
 	for i, u := range users {
 		sorted[i] = u
@@ -62,23 +74,40 @@ func UserNumbers(ctx context.Context, db DBTX, users []uum.UUID) (map[uum.UUID]u
 	slices.SortFunc(sorted, func(a, b [16]byte) int { return slices.Compare(a[:], b[:]) })
 	sorted = slices.Compact(sorted)
 	batch := &pgx.Batch{}
+	if len(names) > 0 {
+		batch.Queue(registerMissingSQL, names)
+	}
 	batch.Queue(addUserNumbersSQL, sorted)
 	batch.Queue(userNumbersSQL, sorted)
+	if len(names) > 0 {
+		batch.Queue(`SELECT name::text, id FROM event_names WHERE name = ANY($1::text[])`, names)
+	}
 	results := db.SendBatch(ctx, batch)
-	numbers, err := readUserNumbers(results, len(sorted))
+	var err error
+	if len(names) > 0 {
+		_, err = results.Exec()
+	}
+	var numbers map[uum.UUID]uint32
+	if err == nil {
+		numbers, err = readUserNumbers(results, len(sorted))
+	}
+	var ids map[string]int32
+	if err == nil && len(names) > 0 {
+		ids, err = readEventIDs(results, len(names))
+	}
 	if cerr := results.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("user numbers: %w", err)
+		return nil, nil, err
 	}
 	if len(numbers) != len(sorted) {
-		return nil, fmt.Errorf("user numbers: %d of %d users numbered", len(numbers), len(sorted))
+		return nil, nil, fmt.Errorf("%d of %d users numbered", len(numbers), len(sorted))
 	}
-	return numbers, nil
+	return numbers, ids, nil
 }
 
-// readUserNumbers reads the results of UserNumbers' batch.
+// readUserNumbers reads the results of numberUsers' first two statements.
 func readUserNumbers(results pgx.BatchResults, n int) (map[uum.UUID]uint32, error) {
 	if _, err := results.Exec(); err != nil {
 		return nil, err
@@ -97,6 +126,100 @@ func readUserNumbers(results pgx.BatchResults, n int) (map[uum.UUID]uint32, erro
 		return nil
 	})
 	return numbers, err
+}
+
+// readEventIDs reads the result of a query of names and their ids.
+func readEventIDs(results pgx.BatchResults, n int) (map[string]int32, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]int32, n)
+	var (
+		name string
+		id   int32
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &id}, func() error {
+		ids[name] = id
+		return nil
+	})
+	return ids, err
+}
+
+// Activity is a user active on one day for one event. Day is as
+// ActiveUsers.Day.
+type Activity struct {
+	User uum.UUID
+	Name string
+	Day  time.Time
+}
+
+// AddActivity adds each user of acts to the set of its event and day and
+// to the day's any-event set (AddActiveUsers), registering the names the
+// event-name dictionary lacks and numbering the users that have none
+// (UserNumbers), in two round trips. It locks rows in this order: names
+// (sorted), the user dictionary (by UUID), then none (the sets' rows are
+// only inserted). A drain runs it first: the names a seen-cache ahead of a
+// restored database calls known may be missing.
+func AddActivity(ctx context.Context, db DBTX, acts []Activity) error {
+	if len(acts) == 0 {
+		return nil
+	}
+	users := make([]uum.UUID, len(acts))
+	var names []string
+	for i, a := range acts {
+		users[i] = a.User
+		if !slices.Contains(names, a.Name) {
+			names = append(names, a.Name)
+		}
+	}
+	numbers, ids, err := numberUsers(ctx, db, users, names)
+	if err != nil {
+		return fmt.Errorf("add activity: %w", err)
+	}
+	sets, err := activeSets(acts, numbers, ids)
+	if err != nil {
+		return fmt.Errorf("add activity: %w", err)
+	}
+	return AddActiveUsers(ctx, db, sets)
+}
+
+// activeSets gathers acts into one set per (event, day) and one per day
+// for any event, in event and day order.
+func activeSets(acts []Activity, numbers map[uum.UUID]uint32, ids map[string]int32) ([]ActiveUsers, error) {
+	type key struct {
+		event int32
+		day   int64
+	}
+	byKey := make(map[key]*ActiveUsers)
+	add := func(event int32, day time.Time, n uint32) {
+		k := key{event, utcDate(day).Unix()}
+		s, ok := byKey[k]
+		if !ok {
+			s = &ActiveUsers{EventID: event, Day: utcDate(day), Users: roaring.New()}
+			byKey[k] = s
+		}
+		s.Users.Add(n)
+	}
+	for _, a := range acts {
+		id, ok := ids[a.Name]
+		if !ok {
+			return nil, fmt.Errorf("event name %q has no id", a.Name)
+		}
+		add(id, a.Day, numbers[a.User])
+		add(AnyEvent, a.Day, numbers[a.User])
+	}
+	sets := make([]ActiveUsers, 0, len(byKey))
+	for _, s := range byKey {
+		sets = append(sets, *s)
+	}
+	slices.SortFunc(sets, func(a, b ActiveUsers) int {
+		if c := cmp.Compare(a.EventID, b.EventID); c != 0 {
+			return c
+		}
+		return a.Day.Compare(b.Day)
+	})
+	return sets, nil
 }
 
 // AddActiveUsers appends sets' users to their (event, day) sets, one row

@@ -118,6 +118,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	svc.Periodic(processor.TaskPruneBuckets, time.Hour, func(ctx context.Context) error {
 		return processor.PruneBuckets(ctx, deps.Store, cfg.Counters.WindowRetention, time.Now(), logger)
 	})
+	svc.Periodic(processor.TaskCompactActiveUsers, processor.CompactEvery, func(ctx context.Context) error {
+		return processor.CompactActiveUsers(ctx, deps.Store, logger)
+	})
 	if err := svc.Start(); err != nil {
 		return err
 	}

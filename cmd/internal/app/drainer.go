@@ -43,7 +43,8 @@ func (a *App) Drainer(ctx context.Context, names processor.NameChecker) (*proces
 			append([]processor.Option{processor.WithNames(names), processor.WithRunFailures(a.Store),
 				processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline.Runs(i)),
 				processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
-				processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store)}, opts...)...)
+				processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store),
+				processor.WithReportZone(cfg.Active.Location())}, opts...)...)
 	}
 	stats := a.Stats
 	if cfg.Redis.BufferShards > 1 {
