@@ -97,6 +97,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
+		// A drain run from cron has no service to compact the sets.
+		if ctx.Err() == nil {
+			if err := processor.CompactActiveUsers(ctx, deps.Store, logger); err != nil {
+				return err
+			}
+		}
 		if err := json.NewEncoder(stdout).Encode(sum); err != nil {
 			return err
 		}
