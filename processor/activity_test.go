@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/redistest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/store"
 )

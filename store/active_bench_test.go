@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/internal/dbtest"
+	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/store"
 )
 
