@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testkit/cpuclock"
+	"github.com/uumhq/uum/internal/testkit/citustest"
 	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/internal/testkit/loadgen"
 	"github.com/uumhq/uum/internal/testkit/redistest"
@@ -101,6 +103,60 @@ func BenchmarkDrainCluster(b *testing.B) {
 	}
 }
 
+// BenchmarkDrainCitus is BenchmarkDrainScale's workload, batches of
+// 2,000, drained by processor processes into a single Postgres (the
+// test database's) and into the Citus cluster of UUM_TEST_CITUS_URL
+// (skipped without it), its tables placed as docs/scaling.md says with
+// 32 shards of the pair table. The cases, interleaved in each round:
+// 1 shard and 1 processor on Postgres, on Citus with the nodes'
+// settings (docs/scaling.md: citus.max_cached_conns_per_worker 32), with
+// citus.max_adaptive_executor_pool_size 1 (one connection per worker and
+// transaction: fewer to prepare at each commit) and, slow, with Citus's
+// default max_cached_conns_per_worker of 1 (cached1), and on a small
+// layout (small: 8 shards of one partition); and 4 shards with
+// 2 processors on both, where
+// pg_seq_lock_backends and pg_lock_backends (sampled on the coordinator)
+// show the commits waiting for the drain sequence row and for other
+// row locks (the per-event totals). s1p1_citus_vs_postgres is Citus's
+// events/s over Postgres's, over all rounds. On Citus pg_cpu_ns counts
+// the coordinator's backends only; machine_cores counts every node.
+func BenchmarkDrainCitus(b *testing.B) {
+	citustest.URL(b)
+	target := privateRedis(b)
+	bin := testenv.Build(b, "github.com/uumhq/uum/cmd/processor")
+	placed := &citustest.Layout{Partitions: 16, Shards: 32}
+	pool1 := map[string]string{"citus.max_adaptive_executor_pool_size": "1"}
+	cases := []scaleCase{
+		{name: "postgres_s1p1", shards: 1, procs: 1},
+		{name: "citus_s1p1", shards: 1, procs: 1, citus: placed},
+		{name: "citus_pool1_s1p1", shards: 1, procs: 1, citus: placed, dbParams: pool1},
+		{name: "citus_small_s1p1", shards: 1, procs: 1, citus: &citustest.Layout{Partitions: 1, Shards: 8}},
+		{name: "postgres_s4p2", shards: 4, procs: 2},
+		{name: "citus_s4p2", shards: 4, procs: 2, citus: placed},
+		{name: "citus_pool1_s4p2", shards: 4, procs: 2, citus: placed, dbParams: pool1},
+		{name: "citus_cached1_s1p1", shards: 1, procs: 1, citus: placed, dbParams: map[string]string{"citus.max_cached_conns_per_worker": "1"}},
+	}
+	// UUM_BENCH_CITUS_CASES, if set, names the cases to run (comma-separated).
+	if only := os.Getenv("UUM_BENCH_CITUS_CASES"); only != "" {
+		cases = slices.DeleteFunc(cases, func(c scaleCase) bool { return !slices.Contains(strings.Split(only, ","), c.name) })
+	}
+	for i := range cases {
+		cases[i].redis, cases[i].bin, cases[i].batch = target, bin, 2000
+	}
+	sums := runScaleCases(b, cases)
+	rate := map[string]float64{}
+	for i, c := range cases {
+		rate[c.name] = sums[i].rate()
+	}
+	for _, p := range []string{"s1p1", "s4p2"} {
+		for _, v := range []string{"citus", "citus_pool1", "citus_small"} {
+			if pg, ok := rate["postgres_"+p]; ok && rate[v+"_"+p] > 0 {
+				b.ReportMetric(rate[v+"_"+p]/pg, p+"_"+v+"_vs_postgres")
+			}
+		}
+	}
+}
+
 // clusterRedis starts a Redis Cluster of the benchmark's own.
 func clusterRedis(b *testing.B) redisTarget {
 	u, _ := redistest.ClusterURL(b)
@@ -144,6 +200,14 @@ type scaleCase struct {
 	// as, processes of their own; otherwise each is an App in the
 	// benchmark's process.
 	bin string
+	// batch is UUM_BATCH_SIZE; 0 is 1,000.
+	batch int
+	// citus, if set, puts the schema on the Citus cluster of
+	// UUM_TEST_CITUS_URL, placed as docs/scaling.md says.
+	citus *citustest.Layout
+	// dbParams are session settings the processors' connections start
+	// with (the database URL's query parameters).
+	dbParams map[string]string
 }
 
 // redisTarget is a Redis the benchmarks use: its URL as UUM_REDIS_URL
@@ -499,7 +563,15 @@ type scaleEnv struct {
 // it at the end of the case: a round's pools would otherwise add up past
 // Postgres's connection limit.
 func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
-	schema, dbURL := dbtest.Schema(b)
+	var (
+		schema *pgxpool.Pool
+		dbURL  string
+	)
+	if c.citus != nil {
+		schema, dbURL = citustest.Schema(b, *c.citus)
+	} else {
+		schema, dbURL = dbtest.Schema(b)
+	}
 	name := "uumbench_" + strings.Trim(strings.TrimPrefix(redistest.Prefix(b), "test:"), ":")
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -507,11 +579,14 @@ func newScaleEnv(b *testing.B, c scaleCase) *scaleEnv {
 	}
 	q := u.Query()
 	q.Set("application_name", name)
+	for k, v := range c.dbParams {
+		q.Set(k, v)
+	}
 	u.RawQuery = q.Encode()
 	cfg := config.Config{
 		Database:  config.Database{URL: u.String()},
 		Redis:     config.Redis{URL: c.redis.url, Cluster: c.redis.cluster, KeyPrefix: redistest.Prefix(b), BufferShards: c.shards},
-		Processor: config.Processor{BatchSize: 1000, MaxIterations: 1 << 20, DrainConcurrency: c.shards},
+		Processor: config.Processor{BatchSize: cmp.Or(c.batch, 1000), MaxIterations: 1 << 20, DrainConcurrency: c.shards},
 		// A loaded machine must not turn a slow push into a lost event.
 		Events: config.Events{PushTimeout: 5 * time.Second},
 	}.WithDefaults()
