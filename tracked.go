@@ -24,6 +24,14 @@ const (
 	MaxFutureOccurredSkew = 5 * time.Minute
 )
 
+// MaxEntryBytes is the largest buffered entry the drain decodes: 128 KiB,
+// above the largest valid tracked event (a 16 KiB payload and 32
+// dimensions of escaped text stay under 80 KiB), far below what Postgres
+// takes in one statement. A larger entry, which only a foreign producer
+// writes, is dead-lettered with its size and its first 4 KiB, never
+// counted.
+const MaxEntryBytes = 128 << 10
+
 // TrackedEvent is "something happened" with a client-chosen, globally
 // unique id: the drain registers the id once, audits later deliveries of it
 // as duplicates, and projects the event onto the configured counters.

@@ -56,6 +56,10 @@ func (b *batch) decode(names NameChecker) {
 	b.events = make([]uum.Event, 0, len(b.raw))
 	b.bufferedAt = make([]time.Time, len(b.raw))
 	for i, r := range b.raw {
+		if len(r) > uum.MaxEntryBytes {
+			b.dead = append(b.dead, oversized([]byte(r), b.at.Add(i)))
+			continue
+		}
 		if b.known[i] {
 			b.dead = append(b.dead, NewDeadLetter([]byte(r), knownReason, b.at.Add(i)))
 			continue

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 
 	"github.com/uumhq/uum"
@@ -37,6 +38,20 @@ func decodedDeadLetter(raw []byte, reason string, pos buffer.Position, e uum.Ent
 	dl := store.DeadLetter{CorrelationID: deadLetterID(raw, pos), Raw: raw, Reason: reason}
 	dl.EventName, dl.UserID = describe(e, err)
 	return dl
+}
+
+// oversizedKept is how much of an oversized entry its dead letter keeps.
+const oversizedKept = 4 << 10
+
+// oversized returns the dead letter of an entry larger than
+// uum.MaxEntryBytes (a foreign producer's): never decoded, its reason
+// giving its size, its raw bytes cut to their first oversizedKept, so
+// the insert stays far below what Postgres takes in one statement. Its
+// correlation id is the whole entry's, as every run computes it.
+func oversized(raw []byte, pos buffer.Position) store.DeadLetter {
+	reason := fmt.Sprintf("entry of %d bytes is over the limit of %d (uum.MaxEntryBytes); raw keeps its first %d bytes",
+		len(raw), uum.MaxEntryBytes, oversizedKept)
+	return store.DeadLetter{CorrelationID: deadLetterID(raw, pos), Raw: raw[:oversizedKept:oversizedKept], Reason: reason}
 }
 
 // deadLetterID returns the correlation id of the dead letter of the entry

@@ -169,6 +169,8 @@ func (h *drainHarness) expect(pushed [][]byte) expected {
 	for _, raw := range pushed {
 		entry, err := uum.DecodeWire(raw)
 		switch {
+		case len(raw) > uum.MaxEntryBytes: // dead-lettered undecoded, its first 4 KiB kept
+			e.poison = append(e.poison, string(raw[:4<<10]))
 		case err == nil && entry.Tracked != nil && entry.Tracked.OccurredAt.Sub(ahead).Abs() < time.Minute:
 			e.unchecked = true
 		case err != nil, entry.Tracked != nil && entry.Tracked.OccurredAt.After(ahead):

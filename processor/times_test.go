@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +52,26 @@ func TestDrainBoundsTimes(t *testing.T) {
 		require.Contains(t, reasons[0], "occurred_at")
 		require.Contains(t, reasons[0], "drain's clock")
 	})
+}
+
+// TestDrainDeadLettersOversizedEntries drains an entry over
+// uum.MaxEntryBytes, as a foreign producer writes: one dead letter with
+// its size and its first 4 KiB, never counted, the valid entries around
+// it counted.
+func TestDrainDeadLettersOversizedEntries(t *testing.T) {
+	t.Parallel()
+	b := setup(t, redistest.Real)
+	huge := `{"v":2,"user_id":"` + uum.NewUUID().String() + `","event_name":"a","buffered_at":1767225600123,"pad":"` +
+		strings.Repeat("x", uum.MaxEntryBytes) + `"}`
+	b.push(t, string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire(time.Now())), huge,
+		string(uum.Event{UserID: uum.NewUUID(), Name: "a"}.MarshalWire(time.Now())))
+
+	sum := b.drain(t)
+	require.Equal(t, 1, sum.DeadLettered)
+	require.Equal(t, map[string]int64{"a": 2}, b.totals(t))
+	require.Empty(t, b.pending(t))
+	require.Equal(t, []string{huge[:4<<10]}, b.deadLetterRaws(t))
+	reasons := b.deadLetterReasons(t)
+	require.Len(t, reasons, 1)
+	require.Contains(t, reasons[0], fmt.Sprintf("entry of %d bytes", len(huge)))
 }
