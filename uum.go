@@ -4,11 +4,14 @@
 // name rules every entry point shares. A type two other packages exchange
 // lives with the one that produces it: buffer positions and lease errors
 // in buffer, the rows the store reads and writes in store, dead-letter
-// construction in processor. It depends on the standard library only, so
-// it sits alone at the bottom of the import graph: the JSON reading its
-// wire codec needs (Scanner, which the API's body decoder shares) and the
-// shortening of values its errors echo (Abbreviate) live here, not in
-// packages of their own. Adapters (buffer, store, seencache) and services
+// construction in processor. It depends on the standard library only (and
+// internal/jsonscan, the one-pass JSON reader its wire codec shares with
+// the API's body decoder, itself a leaf of the standard library), so it
+// sits at the bottom of the import graph. One file per idea: the event
+// and pair (event.go), the wire decoder (wire.go), the tracked event
+// (tracked.go), JSON text rules (jsontext.go), UUIDs (uuid.go), and here
+// the validation and name rules with the shortening of values errors echo
+// (Abbreviate). Adapters (buffer, store, seencache) and services
 // (processor, uniqueevents) build on it.
 package uum
 
@@ -16,6 +19,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -41,12 +45,6 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) QuotedValue() string {
 	short, cut := Abbreviate(e.Value)
 	return strconv.Quote(short) + cut
-}
-
-// Pair is the unit of uniqueness: one user, one event name.
-type Pair struct {
-	UserID UUID
-	Name   string
 }
 
 // Count is the number of distinct users that logged an event name.
@@ -212,4 +210,37 @@ func (p NamePolicy) isVariant(name string) bool {
 		return false
 	}
 	return p.Check("", base) == nil
+}
+
+// quoteRaw shows a raw JSON value in a reason, cut to 100 bytes: as it
+// is when it is printable UTF-8, else quoted so invalid UTF-8 and control
+// bytes (Postgres text refuses NUL) are escaped.
+func quoteRaw(raw []byte) string {
+	short, cut := Abbreviate(string(raw))
+	for _, r := range short {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(short) + cut
+		}
+	}
+	return short + cut
+}
+
+// maxShown is the most bytes of a value Abbreviate keeps.
+const maxShown = 100
+
+// Abbreviate shortens a value that a message echoes (a rejected name, a
+// dead letter's raw entry or reason): enough to recognise it, not a 64 KiB
+// name in a log line or back at its sender. It cuts s to at most 100
+// bytes on a rune boundary. cut is empty when s is whole, else a note of
+// the full size for the caller to append after quoting or formatting
+// short. ValidationError.QuotedValue shows Value this way.
+func Abbreviate(s string) (short, cut string) {
+	if len(s) <= maxShown {
+		return s, ""
+	}
+	i := maxShown
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i], fmt.Sprintf("... (%d bytes in all)", len(s))
 }

@@ -601,13 +601,42 @@ func FuzzTrackedWireRoundTrip(f *testing.F) {
 
 // TestRootImportsOnlyTheStandardLibrary keeps the root at the bottom of
 // the import graph: every package of the module may import it, so it may
-// import none of them (nor anything outside the standard library).
+// import none of them (nor anything outside the standard library) but
+// internal/jsonscan, its wire codec's scanner, a leaf of the standard
+// library only.
 func TestRootImportsOnlyTheStandardLibrary(t *testing.T) {
 	t.Parallel()
 	pkg, err := build.ImportDir(".", 0)
 	require.NoError(t, err)
 	for _, path := range pkg.Imports {
+		if path == "github.com/uumhq/uum/internal/jsonscan" {
+			continue
+		}
 		first, _, _ := strings.Cut(path, "/")
 		require.NotContains(t, first, ".", "the root imports %s", path)
+	}
+}
+
+func TestAbbreviate(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name      string
+		in        string
+		wantShort string
+		wantCut   string
+	}{
+		{name: "ShortIsWhole", in: "abc", wantShort: "abc"},
+		{name: "ExactlyMaxIsWhole", in: strings.Repeat("a", 100), wantShort: strings.Repeat("a", 100)},
+		{name: "LongIsCut", in: strings.Repeat("a", 101), wantShort: strings.Repeat("a", 100), wantCut: "... (101 bytes in all)"},
+		{name: "CutsOnRuneBoundary", in: strings.Repeat("a", 99) + "éé", wantShort: strings.Repeat("a", 99), wantCut: "... (103 bytes in all)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			short, cut := uum.Abbreviate(tt.in)
+			require.Equal(t, tt.wantShort, short)
+			require.Equal(t, tt.wantCut, cut)
+		})
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/internal/jsonscan"
 )
 
 // decodeIngestFast decodes, in one pass and without encoding/json, the
@@ -20,7 +21,7 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 		seen uint8 // bit per field
 		ok   bool
 	)
-	s := uum.NewScanner(body)
+	s := jsonscan.NewScanner(body)
 	if !s.Byte('{') {
 		return ingestRequest{}, false
 	}
@@ -71,7 +72,7 @@ func decodeIngestFast(body []byte) (ingestRequest, bool) {
 }
 
 // nonEmpty reads a non-empty string.
-func nonEmpty(s *uum.Scanner) (string, bool) {
+func nonEmpty(s *jsonscan.Scanner) (string, bool) {
 	str, ok := s.String()
 	return string(str), ok && len(str) > 0
 }
@@ -79,7 +80,7 @@ func nonEmpty(s *uum.Scanner) (string, bool) {
 // facilityIDs reads null (nil) or an array of facility ids, each a
 // non-empty string or an integer (757 becomes "757"), non-nil even when
 // empty.
-func facilityIDs(s *uum.Scanner) ([]string, bool) {
+func facilityIDs(s *jsonscan.Scanner) ([]string, bool) {
 	if s.Null() {
 		return nil, true
 	}

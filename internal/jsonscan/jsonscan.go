@@ -1,4 +1,9 @@
-package uum
+// Package jsonscan reads, in one pass and without reflection, the plain
+// JSON uum's producers and clients write. It is the root's wire codec's
+// fast path (uum.DecodeWire) and the API's body decoder's; a leaf of the
+// standard library only, so the root may import it and stay at the
+// bottom of the import graph.
+package jsonscan
 
 // Scanner reads, in one pass and without reflection, the plain JSON that
 // uum's producers and clients write: buffer entries (DecodeWire's fast
