@@ -2,14 +2,18 @@ package processor_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/internal/testkit/statsdtest"
@@ -136,6 +140,88 @@ func TestDatabaseGoesBackInTime(t *testing.T) {
 		requireOneRescope(t, b, ms)
 	})
 
+	// The interleavings: a commit that carries no cache answers, or
+	// answers read before the lost commit was marked, runs between the
+	// restore and the batch the cache filters. The database's count of
+	// drain commits then matches the cache's again, with another history.
+	t.Run("TrackedOnlyBatchAfterTheRestore", func(t *testing.T) {
+		t.Parallel()
+		b := setupRunning(t)
+		old, lost := pairs(users(3), "a"), pairs(users(4), "a")
+		restored(t, b, old, lost)
+
+		tracked, err := uum.TrackedEvent{ID: "E1", Type: "account.connected"}.AppendWire(nil, time.Now())
+		require.NoError(t, err)
+		b.push(t, string(tracked)) // committed under the cache's lost sequence
+		drain(t, b)
+
+		b.pushEvents(t, lost...)
+		ms := drain(t, b)
+		requireRows(t, b, old, lost)
+		require.Equal(t, float64(len(lost)), statsdtest.Sum(ms, processor.MetricEvent))
+		requireOneRescope(t, b, ms)
+	})
+
+	t.Run("FailedCacheReadAfterTheRestore", func(t *testing.T) {
+		t.Parallel()
+		b := setupRunning(t)
+		old, lost := pairs(users(3), "a"), pairs(users(4), "a")
+		restored(t, b, old, lost)
+
+		// A batch of new pairs whose cache read fails goes to Postgres
+		// whole, and its commit and mark must not vouch for the lost ones.
+		fresh := pairs(users(2), "b")
+		b.pushEvents(t, fresh...)
+		failing := &gatedCache{Cache: b.seen, fail: 1}
+		d := processor.NewDrainer(b.cfg, b.buf, failing, b.db, b.stats.Client, b.logger())
+		_, err := d.Drain(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int32(1), failing.failed.Load())
+
+		b.pushEvents(t, lost...)
+		ms := drain(t, b)
+		requireRows(t, b, old, lost, fresh)
+		require.Equal(t, float64(len(lost)), statsdtest.Sum(ms, processor.MetricEvent))
+		requireOneRescope(t, b, ms)
+	})
+
+	t.Run("EarlierPreparedBatchOfAnotherDrainer", func(t *testing.T) {
+		t.Parallel()
+		b := setupRunning(t)
+		old, lost := pairs(users(3), "a"), pairs(users(4), "a")
+		b.pushEvents(t, old...)
+		drain(t, b)
+		restore := dbtest.Snapshot(t, b.pool)
+
+		// Another shard's drainer reads the cache before the lost commit
+		// is marked, and commits after the restore.
+		other := buffer.New(b.rdb, b.prefix, 1)
+		late := pairs(users(1), "c")
+		entry := uum.Event{UserID: late[0].UserID, Name: late[0].Name}.MarshalWire(time.Now())
+		require.NoError(t, other.Push(ctx, [][]byte{entry}))
+		gate := &gatedCache{Cache: b.seen, read: make(chan struct{}), resume: make(chan struct{})}
+		d := processor.NewDrainer(b.cfg, other, gate, b.db, b.stats.Client, b.logger())
+		done := make(chan error, 1)
+		go func() {
+			_, err := d.Drain(ctx)
+			done <- err
+		}()
+		<-gate.read
+
+		b.pushEvents(t, lost...)
+		drain(t, b)
+		requireRows(t, b, old, lost)
+		restore(t)
+		close(gate.resume)
+		require.NoError(t, <-done)
+
+		b.pushEvents(t, lost...)
+		ms := drain(t, b)
+		requireRows(t, b, old, lost, late)
+		require.Equal(t, float64(len(lost)), statsdtest.Sum(ms, processor.MetricEvent))
+		requireOneRescope(t, b, ms)
+	})
+
 	t.Run("CacheMarkedBeforeTheRestoreIsNotAhead", func(t *testing.T) {
 		t.Parallel()
 		b := setupRunning(t)
@@ -151,4 +237,31 @@ func TestDatabaseGoesBackInTime(t *testing.T) {
 		require.Zero(t, statsdtest.Sum(ms, seencache.MetricRescoped), "the cache stays")
 		requireRows(t, b, old)
 	})
+}
+
+// gatedCache is the seen-cache of a drainer whose reads fail (the first
+// fail ones), or whose first read, once answered, waits for resume after
+// telling read: a batch prepared before, and committed after, what the
+// test does meanwhile.
+type gatedCache struct {
+	*seencache.Cache
+	fail         int32
+	failed       atomic.Int32
+	read, resume chan struct{}
+	once         sync.Once
+}
+
+func (g *gatedCache) SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error) {
+	if g.failed.Add(1) <= g.fail {
+		return nil, 0, errors.New("redis: connection refused")
+	}
+	g.failed.Store(g.fail)
+	seen, seq, err := g.Cache.SeenSeq(ctx, pairs)
+	if g.read != nil {
+		g.once.Do(func() {
+			close(g.read)
+			<-g.resume
+		})
+	}
+	return seen, seq, err
 }
