@@ -8,6 +8,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
 
@@ -30,7 +31,7 @@ type batch struct {
 	dead       []store.DeadLetter // poison entries
 	pairs      []uum.Pair         // distinct pairs, first occurrence first
 	unseen     []uum.Pair         // pairs the seen-cache did not know
-	cacheSeq   int64              // drain sequence the seen-cache answered under
+	basis      seencache.Basis    // what the seen-cache's answers stand on
 	// firstAt is the earliest buffered time of each pair's entries, zero
 	// for the pairs no entry of which carries one: its first-seen time.
 	firstAt map[uum.Pair]time.Time
@@ -235,7 +236,9 @@ func (b *batch) merge(parts ...*batch) {
 		b.unseen = append(b.unseen, p.unseen...)
 		b.result.Inserted = append(b.result.Inserted, p.result.Inserted...)
 		b.result.DeadLetters = append(b.result.DeadLetters, p.result.DeadLetters...)
-		b.result.Seq = max(b.result.Seq, p.result.Seq)
+		if p.result.Commit.Seq > b.result.Commit.Seq {
+			b.result.Commit = p.result.Commit // the last, whose history holds the others'
+		}
 		for _, dup := range p.result.Duplicates {
 			dup.Index += len(b.tracked) // p.tracked follow b's
 			b.result.Duplicates = append(b.result.Duplicates, dup)

@@ -111,10 +111,11 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.O
 		old := slices.Clone(ps[:len(ps)*seenPct/100])
 		rand.Shuffle(len(ps), func(i, j int) { ps[i], ps[j] = ps[j], ps[i] })
 		for chunk := range slices.Chunk(old, 5000) {
-			if _, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(chunk...)}); err != nil {
+			res, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: dbtest.Undated(chunk...)})
+			if err != nil {
 				b.Fatal(err)
 			}
-			if err := seen.Mark(ctx, chunk); err != nil {
+			if err := seen.MarkCommit(ctx, chunk, seencache.Commit(res.Commit), seencache.Basis{}); err != nil {
 				b.Fatal(err)
 			}
 		}

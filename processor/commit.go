@@ -10,6 +10,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/failpoint"
+	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
 
@@ -52,10 +53,10 @@ func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 	defer cancel()
 	res, err := d.commitTx(cctx, b, time.Now())
 	if errors.Is(err, store.ErrCacheAhead) {
-		if err := d.rescope(cctx, err); err != nil {
+		if err := d.rescope(cctx, b.basis, err); err != nil {
 			return err
 		}
-		b.unseen, b.cacheSeq = b.pairs, 0 // nothing the cache said stands
+		b.unseen, b.basis = b.pairs, seencache.Basis{} // nothing the cache said stands
 		res, err = d.commitTx(cctx, b, time.Now())
 	}
 	if err != nil {
@@ -194,14 +195,15 @@ type result struct {
 	// Duplicates are the deliveries of known ids this commit audited
 	// (Index into batch.tracked); a replayed batch audits none again.
 	Duplicates []store.Duplicate
-	// Seq is the drain sequence of this commit: the number of drain
-	// commits the database holds with it. 0 when nothing was committed.
-	Seq int64
+	// Commit is this drain commit: the number of drain commits the
+	// database holds with it, and its token. Zero when nothing was
+	// committed.
+	Commit store.DrainCommit
 }
 
 // commitTx writes b in one transaction, or nothing if any step fails. A
 // batch with nothing to write costs no SQL, or one read to check the
-// seen-cache's drain sequence.
+// seen-cache's heads.
 //
 // The steps run in this order, which is the lock order every drain
 // commit takes, so that drainers (of other shards, or a resumed one and
@@ -221,8 +223,9 @@ type result struct {
 //     (WriteEntityStates: rows locked in 5), the minute buckets
 //     (ApplyBuckets), each in key order;
 //  7. the counters' commit mark (MarkCounted);
-//  8. last, the uum_instance row (AdvanceDrain: the drain sequence,
-//     checked against the seen-cache's, and the counters fingerprint).
+//  8. last, the uum_instance row (AdvanceDrain: the drain sequence and
+//     this commit's token, the seen-cache's heads checked against the
+//     commits the database holds, and the counters fingerprint).
 //
 // The uum_instance row is one row every drain commit updates, held until
 // COMMIT: taken first, it made the commits of all shards take turns for
@@ -235,7 +238,7 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 	pairs := b.datedUnseen()
 	tracked := b.trackedWrites()
 	acts := d.activity(b, now)
-	check := store.DrainCheck{CacheSeq: b.cacheSeq, Counters: d.fingerprint, Tracked: len(tracked) > 0}
+	check := store.DrainCheck{Marks: marks(b.basis), Counters: d.fingerprint, Tracked: len(tracked) > 0}
 	if len(pairs) == 0 && len(acts) == 0 && len(b.dead) == 0 && len(b.newNames) == 0 && len(tracked) == 0 {
 		return result{}, d.db.CheckDrain(ctx, check)
 	}
@@ -257,7 +260,7 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 		if err = d.commitTracked(ctx, tx, b, tracked, now, &res); err != nil {
 			return err
 		}
-		if res.Seq, err = store.AdvanceDrain(ctx, tx, check); err != nil {
+		if res.Commit, err = store.AdvanceDrain(ctx, tx, check); err != nil {
 			return err
 		}
 		failpoint.Hit(failpoint.BeforeCommit)
@@ -305,4 +308,17 @@ func (d *Drainer) commitTracked(ctx context.Context, tx pgx.Tx, b *batch, tracke
 		return err
 	}
 	return store.MarkCounted(ctx, tx)
+}
+
+// marks are the drain commits the seen-cache's answers stand on, as the
+// commit checks them.
+func marks(b seencache.Basis) []store.DrainCommit {
+	if len(b.Heads) == 0 {
+		return nil
+	}
+	out := make([]store.DrainCommit, len(b.Heads))
+	for i, h := range b.Heads {
+		out[i] = store.DrainCommit(h)
+	}
+	return out
 }

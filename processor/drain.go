@@ -20,6 +20,7 @@ import (
 	"github.com/uumhq/uum/internal/failpoint"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
+	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
 
@@ -63,12 +64,13 @@ type source interface {
 	Holder(ctx context.Context) (*buffer.Holder, error)
 }
 
-// seenCache knows pairs already committed, and under which drain
-// sequence (see seencache.Cache.SeenSeq and Rescope).
+// seenCache knows pairs already committed, and the drain commits its
+// answers stand on (see seencache.Cache.SeenBasis, MarkCommit and
+// Rescope).
 type seenCache interface {
-	SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error)
-	MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error
-	Rescope(ctx context.Context) (bool, error)
+	SeenBasis(ctx context.Context, pairs []uum.Pair) ([]bool, seencache.Basis, error)
+	MarkCommit(ctx context.Context, pairs []uum.Pair, by seencache.Commit, verified seencache.Basis) error
+	Rescope(ctx context.Context, from seencache.Basis) (bool, error)
 }
 
 var _ source = (*buffer.List)(nil)
@@ -353,7 +355,7 @@ func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string)
 	if len(raw) == 0 {
 		return b
 	}
-	hits, seq, err := d.seen.SeenSeq(ctx, b.pairs)
+	hits, basis, err := d.seen.SeenBasis(ctx, b.pairs)
 	if err != nil {
 		// The cache only saves work: Postgres decides what is new. A
 		// cancelled run never commits this batch, so it is no warning.
@@ -363,7 +365,7 @@ func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string)
 		hits = make([]bool, len(b.pairs))
 	}
 	b.filterSeen(hits)
-	b.cacheSeq = seq
+	b.basis = basis
 	return b
 }
 
@@ -422,7 +424,9 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	marks.start(func() {
 		mctx, cancelMark := detach(ctx, markTimeout)
 		defer cancelMark()
-		if err := d.seen.MarkSeq(mctx, b.unseen, b.result.Seq); err != nil {
+		// The commit vouched for the heads b was read with: its
+		// history holds them.
+		if err := d.seen.MarkCommit(mctx, b.unseen, seencache.Commit(b.result.Commit), b.basis); err != nil {
 			d.logger.WarnContext(ctx, "mark seen cache", "error", err, "pairs", len(b.unseen))
 		}
 	})

@@ -1,16 +1,20 @@
 package processor
 
-import "context"
+import (
+	"context"
 
-// rescope follows a commit refused because the database holds fewer
-// drain commits than the seen-cache answered under (cause): the database
-// went back in time (a restore, a failover to a lagging replica), so
-// pairs the cache calls seen may be missing from it. The cache starts a
-// new scope, which it logs and counts, unless another process already
-// did; the batch is then committed again without the cache's answers, so
-// every pair the database lost counts again, once.
-func (d *Drainer) rescope(ctx context.Context, cause error) error {
-	started, err := d.seen.Rescope(ctx)
+	"github.com/uumhq/uum/seencache"
+)
+
+// rescope follows a commit refused because the database does not hold a
+// drain commit the seen-cache's answers stand on (from; cause): the
+// database went back in time (a restore, a failover to a lagging
+// replica), so pairs the cache calls seen may be missing from it. The
+// cache starts a new scope, which it logs and counts, unless another
+// process already did; the batch is then committed again without the
+// cache's answers, so every pair the database lost counts again, once.
+func (d *Drainer) rescope(ctx context.Context, from seencache.Basis, cause error) error {
+	started, err := d.seen.Rescope(ctx, from)
 	if err != nil {
 		return step("rescope", err)
 	}

@@ -251,17 +251,17 @@ type gatedCache struct {
 	once         sync.Once
 }
 
-func (g *gatedCache) SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error) {
+func (g *gatedCache) SeenBasis(ctx context.Context, pairs []uum.Pair) ([]bool, seencache.Basis, error) {
 	if g.failed.Add(1) <= g.fail {
-		return nil, 0, errors.New("redis: connection refused")
+		return nil, seencache.Basis{}, errors.New("redis: connection refused")
 	}
 	g.failed.Store(g.fail)
-	seen, seq, err := g.Cache.SeenSeq(ctx, pairs)
+	seen, basis, err := g.Cache.SeenBasis(ctx, pairs)
 	if g.read != nil {
 		g.once.Do(func() {
 			close(g.read)
 			<-g.resume
 		})
 	}
-	return seen, seq, err
+	return seen, basis, err
 }

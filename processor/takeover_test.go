@@ -26,6 +26,7 @@ import (
 	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
 
@@ -240,11 +241,13 @@ func runHolder(spec string) int {
 
 type neverSeen struct{}
 
-func (neverSeen) SeenSeq(_ context.Context, pairs []uum.Pair) ([]bool, int64, error) {
-	return make([]bool, len(pairs)), 0, nil
+func (neverSeen) SeenBasis(_ context.Context, pairs []uum.Pair) ([]bool, seencache.Basis, error) {
+	return make([]bool, len(pairs)), seencache.Basis{}, nil
 }
-func (neverSeen) MarkSeq(context.Context, []uum.Pair, int64) error { return nil }
-func (neverSeen) Rescope(context.Context) (bool, error)            { return false, nil }
+func (neverSeen) MarkCommit(context.Context, []uum.Pair, seencache.Commit, seencache.Basis) error {
+	return nil
+}
+func (neverSeen) Rescope(context.Context, seencache.Basis) (bool, error) { return false, nil }
 
 // stuckStore's commit never returns, as one stuck on a dead connection.
 type stuckStore struct{}

@@ -32,13 +32,28 @@
 // new scope from its next read on. An epoch changed without Reset (by
 // hand in SQL) is picked up within the scope refresh interval.
 //
-// Going back in time: every drain commit advances a sequence in Postgres,
-// and the drain marks its pairs under that commit's sequence; the scope
-// keeps the highest sequence it was marked under (MarkSeq). A drain
-// commit whose cache answers (SeenSeq) came from a higher sequence than
-// the database holds fails: the database went back in time (a restore, a
-// failover to a lagging replica) and lost rows the cache says are there.
-// Rescope then starts a new scope, as `processor -reset-seen-cache` does.
+// Going back in time: every drain commit advances a sequence in Postgres
+// and draws a random token for itself (a Commit), and the drain marks its
+// pairs under that commit (MarkCommit). A count cannot tell two histories
+// apart (after a restore or a failover to a lagging replica, new commits
+// reuse the lost ones' numbers); a token can. The scope keeps its heads:
+// the commits its pairs were marked under that no later read has vouched
+// for. Every pair in the scope was committed by a head or by an earlier
+// commit of a head's history, so a read's answers (SeenBasis) are true if
+// the database holds every head it returned (store.DrainCheck.Marks). A
+// drain commit checks that in its last statement; one that finds a head
+// missing, or with another token, proves the database lost rows the cache
+// says are there, and Rescope starts a new scope, as
+// `processor -reset-seen-cache` does. A mark removes the heads its batch's
+// commit vouched for and adds its own commit, in one script, before it
+// writes a pair: a commit that read no heads (a failed read, tracked
+// events alone) or older ones (another drainer's batch) never hides a
+// head the database lost.
+//
+// A new scope is the one signal that what Redis holds about the database
+// may be wrong: other caches of database facts (per user, event or day)
+// key their data by Scope, so a reset or a rescope drops them too, and
+// mark it under a commit the same way.
 package seencache
 
 import (
@@ -48,6 +63,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +101,7 @@ const DefaultScopeRefresh = time.Minute
 const MetricOversized = "uum.seen_cache.oversized_writes"
 
 // MetricRescoped counts the new scopes Rescope started because the
-// database had gone back in time.
+// database did not hold a commit the cache was marked under.
 const MetricRescoped = "uum.seen_cache.rescoped"
 
 // dictionary maps event names to stable small integer ids, within one
@@ -100,8 +116,9 @@ type dictionary interface {
 	// SeenCacheEpoch is the database's current cache epoch; a new value
 	// invalidates everything cached before.
 	SeenCacheEpoch(ctx context.Context) (int64, error)
-	// DrainSeq is how many drain commits the database holds.
-	DrainSeq(ctx context.Context) (int64, error)
+	// DrainHead is the database's last drain commit (token 0: none
+	// recorded, by a drainer of an earlier version or before the first).
+	DrainHead(ctx context.Context) (seq, token int64, err error)
 	// ResetSeenCacheFrom sets a new epoch if the current one is from, and
 	// returns the epoch in force and whether it set it.
 	ResetSeenCacheFrom(ctx context.Context, from int64) (int64, bool, error)
@@ -110,6 +127,41 @@ type dictionary interface {
 // Counter receives the cache's metrics; statsd.ClientInterface is one.
 type Counter interface {
 	Count(name string, value int64, tags []string, rate float64) error
+}
+
+// Commit identifies a drain commit (store.DrainCommit): its place in the
+// database's drain sequence and the random token drawn in its
+// transaction. Token 0 is none.
+type Commit struct {
+	Seq   int64
+	Token int64
+}
+
+// member is the commit as an element of a scope's heads.
+func (c Commit) member() string {
+	return strconv.FormatInt(c.Seq, 10) + ":" + strconv.FormatInt(c.Token, 10)
+}
+
+// parseCommit reads a member of a scope's heads.
+func parseCommit(m string) (Commit, error) {
+	seq, token, _ := strings.Cut(m, ":")
+	s, err1 := strconv.ParseInt(seq, 10, 64)
+	t, err2 := strconv.ParseInt(token, 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return Commit{}, fmt.Errorf("seen cache head %q: %w", m, err)
+	}
+	return Commit{Seq: s, Token: t}, nil
+}
+
+// Basis is what a read's "seen" answers stand on: the heads of the scope
+// they were read in. They are true if the database holds every head; if
+// it does not, Rescope(basis) starts a new scope. The zero Basis stands
+// on nothing (no read, or nothing marked yet).
+type Basis struct {
+	// Heads are the drain commits the scope's pairs were marked under
+	// that no later read vouched for, in no order.
+	Heads []Commit
+	epoch int64 // the scope's cache epoch
 }
 
 // Cache is the seen-pairs cache. It is safe for concurrent use.
@@ -136,11 +188,12 @@ type Cache struct {
 	warnedGen atomic.Int64 // last generation an oversized hash was logged in
 }
 
-// scopeAt is a key scope, when it was read, and the reset announcement
-// (see Reset) as it was just before: a read that finds another one knows
-// the scope may have changed since.
+// scopeAt is a key scope and its epoch, when it was read, and the reset
+// announcement (see Reset) as it was just before: a read that finds
+// another one knows the scope may have changed since.
 type scopeAt struct {
 	scope  string
+	epoch  int64
 	at     time.Time
 	marker string
 }
@@ -228,13 +281,13 @@ func (c *Cache) scopeOf(ctx context.Context) (*scopeAt, error) {
 			return nil, err
 		}
 		c.logger.WarnContext(ctx, "refresh seen cache scope, keeping the current one", "error", err)
-		s = &scopeAt{scope: s.scope, at: now, marker: s.marker}
+		s = &scopeAt{scope: s.scope, epoch: s.epoch, at: now, marker: s.marker}
 		c.scope.Store(s)
 		return s, nil
 	}
-	s = &scopeAt{scope: scope, at: now, marker: marker}
-	c.scope.Store(s)
-	return s, nil
+	scope.at, scope.marker = now, marker
+	c.scope.Store(scope)
+	return scope, nil
 }
 
 // rescoped returns the scope in force after a read under stale found the
@@ -247,11 +300,11 @@ func (c *Cache) rescoped(ctx context.Context, stale *scopeAt, marker string) (*s
 	if s := c.scope.Load(); s != stale && s.marker == marker {
 		return s, nil
 	}
-	scope, err := c.fetchScope(ctx)
+	s, err := c.fetchScope(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s := &scopeAt{scope: scope, at: c.now(), marker: marker}
+	s.at, s.marker = c.now(), marker
 	c.scope.Store(s)
 	return s, nil
 }
@@ -291,16 +344,30 @@ func (c *Cache) Reset(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("reset seen cache: %w", err)
 	}
 	marker, err := c.announce(ctx, epoch)
-	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now(), marker: marker})
+	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), epoch: epoch, at: c.now(), marker: marker})
 	return epoch, err
 }
 
-func (c *Cache) fetchScope(ctx context.Context) (string, error) {
-	id, epoch, err := c.fetchEpoch(ctx)
+// Scope returns the key scope in force (the database's identity and its
+// cache epoch, see the package doc): a cache of other facts from the
+// database keys its data by it, so that a reset or a rescope, which
+// start a new scope, drop that data too.
+func (c *Cache) Scope(ctx context.Context) (string, error) {
+	s, err := c.scopeOf(ctx)
 	if err != nil {
 		return "", err
 	}
-	return scopeName(id, epoch), nil
+	return s.scope, nil
+}
+
+// fetchScope reads the scope in force; its time and marker are the
+// caller's to set.
+func (c *Cache) fetchScope(ctx context.Context) (*scopeAt, error) {
+	id, epoch, err := c.fetchEpoch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &scopeAt{scope: scopeName(id, epoch), epoch: epoch}, nil
 }
 
 // fetchEpoch reads the database's identity and cache epoch.
@@ -320,57 +387,67 @@ func scopeName(id uum.UUID, epoch int64) string {
 	return id.String()[:8] + "." + strconv.FormatInt(epoch, 36)
 }
 
-// Rescope starts a new scope, as `processor -reset-seen-cache` does, if
-// the database holds fewer drain commits than the scope in force was
-// marked under: it went back in time, and the scope's "seen" answers may
-// name rows it lost. Of several processes finding this, the first starts
-// the new scope and the others move to it. Either way the cache answers
-// from the scope in force afterwards. It reports whether this call started
-// one, and logs and counts (MetricRescoped) when it did.
-func (c *Cache) Rescope(ctx context.Context) (bool, error) {
+// Rescope starts a new scope, as `processor -reset-seen-cache` does,
+// after a drain commit found that the database does not hold every head
+// of from (store.ErrCacheAhead): it went back in time, and the scope's
+// "seen" answers may name rows it lost. The proof is the commit's, so
+// nothing is counted again here; of several processes finding it, the
+// first starts the new scope (if the epoch still is from's) and the
+// others move to it. Either way the cache answers from the scope in
+// force afterwards. It reports whether this call started one, and logs
+// and counts (MetricRescoped) when it did.
+func (c *Cache) Rescope(ctx context.Context, from Basis) (bool, error) {
+	if len(from.Heads) == 0 {
+		return false, nil // it stands on nothing the database could lack
+	}
 	c.scopeMu.Lock()
 	defer c.scopeMu.Unlock()
 	marker := c.marker(ctx)
-	id, epoch, err := c.fetchEpoch(ctx)
-	if err != nil {
-		return false, err
-	}
-	held, err := c.dict.DrainSeq(ctx)
+	id, err := c.dict.InstanceID(ctx)
 	if err != nil {
 		return false, fmt.Errorf("rescope seen cache: %w", err)
 	}
-	marked, err := c.markedSeq(ctx, scopeName(id, epoch))
+	epoch, started, err := c.dict.ResetSeenCacheFrom(ctx, from.epoch)
 	if err != nil {
 		return false, fmt.Errorf("rescope seen cache: %w", err)
 	}
-	started := false
-	if marked > held {
-		from := epoch
-		if epoch, started, err = c.dict.ResetSeenCacheFrom(ctx, from); err != nil {
-			return false, fmt.Errorf("rescope seen cache: %w", err)
+	if started {
+		heads := make([]string, len(from.Heads))
+		for i, h := range from.Heads {
+			heads[i] = h.member()
 		}
-		if started {
-			c.logger.WarnContext(ctx, "database behind the seen cache: new cache scope",
-				"database_drain_seq", held, "cache_drain_seq", marked, "from_epoch", from, "epoch", epoch)
-			if c.stats != nil {
-				_ = c.stats.Count(MetricRescoped, 1, nil, 1) // statsd is best-effort UDP
-			}
-			if marker, err = c.announce(ctx, epoch); err != nil {
-				c.logger.WarnContext(ctx, "other processes move to the new scope at their own check", "error", err)
-			}
+		c.logger.WarnContext(ctx, "database behind the seen cache: new cache scope",
+			"cache_heads", strings.Join(heads, " "), "from_epoch", from.epoch, "epoch", epoch)
+		if c.stats != nil {
+			_ = c.stats.Count(MetricRescoped, 1, nil, 1) // statsd is best-effort UDP
+		}
+		if marker, err = c.announce(ctx, epoch); err != nil {
+			c.logger.WarnContext(ctx, "other processes move to the new scope at their own check", "error", err)
 		}
 	}
-	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), at: c.now(), marker: marker})
+	c.scope.Store(&scopeAt{scope: scopeName(id, epoch), epoch: epoch, at: c.now(), marker: marker})
 	return started, nil
 }
 
-// markedSeq reads the highest drain sequence scope was marked under.
-func (c *Cache) markedSeq(ctx context.Context, scope string) (int64, error) {
-	seq, err := c.rdb.Get(ctx, rediskey.SeenSeq(c.prefix, scope)).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
+// heads reads the heads of scope.
+func (c *Cache) heads(ctx context.Context, scope string) ([]Commit, error) {
+	members, err := c.rdb.SMembers(ctx, rediskey.SeenHeads(c.prefix, scope)).Result()
+	if err != nil {
+		return nil, err
 	}
-	return seq, err
+	return parseHeads(members)
+}
+
+func parseHeads(members []string) ([]Commit, error) {
+	heads := make([]Commit, len(members))
+	for i, m := range members {
+		h, err := parseCommit(m)
+		if err != nil {
+			return nil, err
+		}
+		heads[i] = h
+	}
+	return heads, nil
 }
 
 // userIndex lists the users of some pairs, in first-seen order.
@@ -400,39 +477,40 @@ func (c *Cache) Seen(ctx context.Context, pairs []uum.Pair) ([]bool, error) {
 	return seen, err
 }
 
-// SeenSeq is Seen that also returns the highest drain sequence the scope
-// had been marked under (MarkSeq) when it answered, read in the same
-// round-trip: every "seen" answer comes from a pair committed by that
-// drain commit or an earlier one.
-func (c *Cache) SeenSeq(ctx context.Context, pairs []uum.Pair) ([]bool, int64, error) {
+// SeenBasis is Seen that also returns what its answers stand on, read in
+// the same round-trip: the scope's heads, each a drain commit that
+// committed some of its pairs or vouched for earlier ones. The answers
+// are true if the database holds every head (store.DrainCheck.Marks);
+// if it does not, pass the basis to Rescope.
+func (c *Cache) SeenBasis(ctx context.Context, pairs []uum.Pair) ([]bool, Basis, error) {
 	return c.seen(ctx, pairs, true)
 }
 
-func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]bool, int64, error) {
+func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withHeads bool) ([]bool, Basis, error) {
 	if len(pairs) == 0 {
-		return nil, 0, nil
+		return nil, Basis{}, nil
 	}
 	sc, err := c.scopeOf(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, Basis{}, err
 	}
 	// Looking up, not registering: a name without an id is cached
 	// nowhere, and a read must not grow the dictionary.
 	ids, err := c.resolve(ctx, pairs, false)
 	if err != nil {
-		return nil, 0, err
+		return nil, Basis{}, err
 	}
 	g := c.generation(c.now())
 	users := groupUsers(pairs)
-	lists, old, seq, marker, err := c.read(ctx, sc.scope, g, users.users, withSeq)
+	lists, old, heads, marker, err := c.read(ctx, sc.scope, g, users.users, withHeads)
 	if err == nil && marker != sc.marker {
 		// Reset since the scope was read: answer from the new one.
 		if sc, err = c.rescoped(ctx, sc, marker); err == nil {
-			lists, old, seq, _, err = c.read(ctx, sc.scope, g, users.users, withSeq)
+			lists, old, heads, _, err = c.read(ctx, sc.scope, g, users.users, withHeads)
 		}
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, Basis{}, err
 	}
 	scope := sc.scope
 	var moves []userIDs
@@ -441,7 +519,7 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]boo
 			moves = append(moves, userIDs{user: u})
 		}
 	}
-	if n, err := c.write(ctx, scope, g, moves, 0); err != nil {
+	if n, err := c.write(ctx, scope, g, moves, Commit{}, nil); err != nil {
 		c.logger.WarnContext(ctx, "move seen cache users to the current generation", "error", err, "users", len(moves))
 	} else {
 		c.reportOversized(ctx, g, n)
@@ -450,26 +528,41 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withSeq bool) ([]boo
 	for i, p := range pairs {
 		seen[i] = hasID(lists[users.index[p.UserID]], ids[i])
 	}
-	return seen, seq, nil
+	return seen, Basis{Heads: heads, epoch: sc.epoch}, nil
 }
 
 // Mark records pairs as seen. Call it only after the pairs are committed
-// to Postgres. Each user's new ids are added to their list by a script,
-// atomically, all users in one pipelined round-trip, so concurrent
-// writers (another drainer, the API caching a positive lookup) never
-// undo each other's work. Pairs whose name id does not fit in 3 bytes are
-// not cached.
+// to Postgres (found there). It marks them under the database's last
+// drain commit, read first (DrainHead): the pairs are in its history. A
+// restore in the moment between finding them and that read is the one it
+// cannot see. Without a recorded commit to mark under, it marks nothing.
+// Each user's new ids are added to their list by a script, atomically, all
+// users in one pipelined round-trip, so concurrent writers (another
+// drainer, the API caching a positive lookup) never undo each other's
+// work. Pairs whose name id does not fit in 3 bytes are not cached.
 func (c *Cache) Mark(ctx context.Context, pairs []uum.Pair) error {
-	return c.MarkSeq(ctx, pairs, 0)
+	if len(pairs) == 0 {
+		return nil
+	}
+	seq, token, err := c.dict.DrainHead(ctx)
+	if err != nil {
+		return fmt.Errorf("mark seen cache: %w", err)
+	}
+	if token == 0 {
+		return nil // nothing to vouch for them: they stay uncached
+	}
+	return c.MarkCommit(ctx, pairs, Commit{Seq: seq, Token: token}, Basis{})
 }
 
-// MarkSeq is Mark for pairs committed by the drain commit of sequence
-// seq (0: unknown). It raises the scope's sequence to seq before it writes
+// MarkCommit is Mark for pairs committed by the drain commit by, whose
+// check vouched for verified (the basis its batch was read with, held by
+// the database: zero if it read none). In one script, before it writes
 // any pair (first in the same round-trip on one server, whose pipelines
-// run in order; in a round-trip of its own otherwise), so a SeenSeq that
-// finds one of the pairs reads seq or more.
-func (c *Cache) MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error {
-	if len(pairs) == 0 {
+// run in order; in a round-trip of its own otherwise), it adds by to the
+// scope's heads and removes verified's, which by's history holds. A
+// commit without a token (by.Token 0) marks nothing.
+func (c *Cache) MarkCommit(ctx context.Context, pairs []uum.Pair, by Commit, verified Basis) error {
+	if len(pairs) == 0 || by.Token == 0 {
 		return nil
 	}
 	sc, err := c.scopeOf(ctx)
@@ -505,7 +598,7 @@ func (c *Cache) MarkSeq(ctx context.Context, pairs []uum.Pair, seq int64) error 
 		}
 	}
 	g := c.generation(c.now())
-	oversized, err := c.write(ctx, scope, g, add, seq)
+	oversized, err := c.write(ctx, scope, g, add, by, verified.Heads)
 	if err != nil {
 		return fmt.Errorf("mark seen cache: %w", err)
 	}
@@ -603,24 +696,24 @@ for u = 1, #KEYS / 2 do
 end
 return oversized`)
 
-// seqScript raises a scope's drain sequence and keeps it as long as the
-// scope's buckets: a pair can be moved from generation to generation for
-// as long as it is read, and its sequence must not expire before it. The
-// expiry is a TTL (two generations) past the buckets', so processes whose
-// clocks disagree by less than a generation never cut it short. KEYS[1] the sequence;
-// ARGV[1] the sequence to raise it to (0: only keep it), ARGV[2] its
-// expiry (unix ms). Returns the sequence.
-var seqScript = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > cur then
-	redis.call('SET', KEYS[1], ARGV[1])
-	cur = tonumber(ARGV[1])
-end
-if cur > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
-return cur`)
+// headsScript updates a scope's heads for a mark and keeps them as long
+// as the scope's buckets: a pair can be moved from generation to
+// generation for as long as it is read, and the heads it stands on must
+// not expire before it. The expiry is a TTL (two generations) past the
+// buckets', so processes whose clocks disagree by less than a generation
+// never cut it short. KEYS[1] the heads (a set of "seq:token"); ARGV[1]
+// the marking commit (empty: none, only keep them), ARGV[2] the expiry (unix
+// ms), then the heads the marking commit vouched for, removed. Returns
+// the number of heads.
+var headsScript = redis.NewScript(`
+for i = 3, #ARGV do redis.call('SREM', KEYS[1], ARGV[i]) end
+if ARGV[1] ~= '' then redis.call('SADD', KEYS[1], ARGV[1]) end
+local n = redis.call('SCARD', KEYS[1])
+if n > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[2]) end
+return n`)
 
 // scripts are the cache's scripts, all loaded again on NOSCRIPT.
-var scripts = []*redis.Script{addScript, readScript, seqScript}
+var scripts = []*redis.Script{addScript, readScript, headsScript}
 
 // Preload loads the cache's scripts into Redis, so the first Seen or Mark does not
 // pay an extra round-trip to find it missing. Optional: the cache loads it
@@ -636,24 +729,31 @@ func (c *Cache) Preload(ctx context.Context) error {
 
 // write runs addScript for the users in generation g, one call per group
 // of buckets (one hash tag each, so it works unchanged on Redis Cluster),
-// all in one pipelined round-trip after seqScript, which raises the
-// scope's sequence to seq, and returns how many users landed in oversized
-// hashes.
-func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs, seq int64) (int, error) {
+// all in one pipelined round-trip after headsScript, which adds by to the
+// scope's heads and removes verified (by.Token 0: it only keeps them), and
+// returns how many users landed in oversized hashes.
+func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs, by Commit, verified []Commit) (int, error) {
 	if len(add) == 0 {
 		return 0, nil
 	}
 	keep := c.expireAt(g).Add(2 * c.half).UnixMilli() // a TTL past the buckets'
-	raise := func(ctx context.Context, p redis.Pipeliner) {
-		seqScript.EvalSha(ctx, p, []string{rediskey.SeenSeq(c.prefix, scope)}, seq, keep)
+	key := []string{rediskey.SeenHeads(c.prefix, scope)}
+	args := []any{"", keep}
+	if by.Token != 0 {
+		args[0] = by.member()
+		for _, h := range verified {
+			args = append(args, h.member())
+		}
 	}
-	if seq > 0 && !c.inOrder {
-		// The sequence must be raised before any pair is written, which
-		// a pipeline over several servers does not ensure.
-		if _, err := c.run(ctx, nil, nil, raise, nil); err != nil {
+	heads := func(ctx context.Context, p redis.Pipeliner) { headsScript.EvalSha(ctx, p, key, args...) }
+	if by.Token != 0 && !c.inOrder {
+		// The heads must be updated before any pair is written, which a
+		// pipeline over several servers does not ensure.
+		if _, err := c.run(ctx, nil, nil, heads, nil); err != nil {
 			return 0, err
 		}
-		seq = 0 // the pipeline below only keeps it
+		args = args[:2:2]
+		args[0] = "" // the pipeline below only keeps them
 	}
 	users := make([]uum.UUID, len(add))
 	for i, a := range add {
@@ -667,7 +767,7 @@ func (c *Cache) write(ctx context.Context, scope string, g int64, add []userIDs,
 			cl.args = append(cl.args, add[i].user[:], add[i].ids)
 		}
 	}
-	cmds, err := c.run(ctx, addScript, calls, raise, nil)
+	cmds, err := c.run(ctx, addScript, calls, heads, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -701,10 +801,10 @@ return {lists, old}`)
 
 // read returns the packed ids of users in generation g or, where they
 // are not there, in g-1 ("" where absent), and which came from g-1, in
-// one pipelined round-trip. withSeq, it also reads the scope's sequence
-// after them (last in the round-trip on one server, in a round-trip of its
-// own otherwise), so it is at least that of every pair read.
-func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID, withSeq bool) (lists []string, old []bool, seq int64, marker string, err error) {
+// one pipelined round-trip. withHeads, it also reads the scope's heads
+// after them (last in the round-trip on one server, in a round-trip of
+// its own otherwise), so every pair read stands on them.
+func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUID, withHeads bool) (lists []string, old []bool, heads []Commit, marker string, err error) {
 	calls := c.groupCalls(scope, g, users)
 	for _, cl := range calls {
 		cl.args = make([]any, len(cl.users))
@@ -712,10 +812,12 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 			cl.args[j] = users[i][:]
 		}
 	}
-	var seqCmd *redis.StringCmd
+	var headsCmd *redis.StringSliceCmd
 	var after func(context.Context, redis.Pipeliner)
-	if withSeq && c.inOrder {
-		after = func(ctx context.Context, p redis.Pipeliner) { seqCmd = p.Get(ctx, rediskey.SeenSeq(c.prefix, scope)) }
+	if withHeads && c.inOrder {
+		after = func(ctx context.Context, p redis.Pipeliner) {
+			headsCmd = p.SMembers(ctx, rediskey.SeenHeads(c.prefix, scope))
+		}
 	}
 	// MGET, not GET: a missing key is a nil element, not an error that
 	// Exec would report in place of a script's.
@@ -725,24 +827,21 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 	if v := markerCmd.Val(); err == nil && len(v) == 1 {
 		marker, _ = v[0].(string)
 	}
-	if err == nil && withSeq {
-		if seqCmd != nil {
-			seq, err = seqCmd.Int64()
-			if errors.Is(err, redis.Nil) {
-				seq, err = 0, nil
-			}
+	if err == nil && withHeads {
+		if headsCmd != nil {
+			heads, err = parseHeads(headsCmd.Val())
 		} else {
-			seq, err = c.markedSeq(ctx, scope)
+			heads, err = c.heads(ctx, scope)
 		}
 	}
 	if err != nil {
-		return nil, nil, 0, "", fmt.Errorf("read seen cache: %w", err)
+		return nil, nil, nil, "", fmt.Errorf("read seen cache: %w", err)
 	}
 	lists, old = make([]string, len(users)), make([]bool, len(users))
 	for k, cl := range calls {
 		vals, fromPrev, ok := readReply(cmds[k].Val(), len(cl.users))
 		if !ok {
-			return nil, nil, 0, "", fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
+			return nil, nil, nil, "", fmt.Errorf("read seen cache: unexpected reply %v", cmds[k].Val())
 		}
 		for j, i := range cl.users {
 			lists[i], _ = vals[j].(string)
@@ -750,12 +849,12 @@ func (c *Cache) read(ctx context.Context, scope string, g int64, users []uum.UUI
 		for _, pos := range fromPrev {
 			n, _ := pos.(int64)
 			if n < 1 || int(n) > len(cl.users) {
-				return nil, nil, 0, "", fmt.Errorf("read seen cache: unexpected position %v", pos)
+				return nil, nil, nil, "", fmt.Errorf("read seen cache: unexpected position %v", pos)
 			}
 			old[cl.users[n-1]] = true
 		}
 	}
-	return lists, old, seq, marker, nil
+	return lists, old, heads, marker, nil
 }
 
 // readReply splits readScript's reply for n users.
@@ -834,11 +933,6 @@ func (c *Cache) run(ctx context.Context, script *redis.Script, calls []*scriptCa
 			after(ctx, pipe)
 		}
 		_, err := pipe.Exec(ctx)
-		if errors.Is(err, redis.Nil) {
-			// Only the sequence's GET, queued last, answers nil, and Exec
-			// returns the first error: nothing before it failed.
-			err = nil
-		}
 		return err
 	}
 	err := send()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -46,7 +47,7 @@ type fakeDict struct {
 	instance uum.UUID
 	instErr  error // returned by InstanceID while set
 	epoch    int64
-	drainSeq int64
+	head     seencache.Commit // the database's last drain commit
 }
 
 // fakeInstance is the database identity of every fakeDict; its key scope
@@ -55,7 +56,9 @@ var fakeInstance = uuidtest.MustParse("0a1b2c3d-0000-4000-8000-000000000000")
 
 const fakeScope = "0a1b2c3d.0"
 
-func newFakeDict() *fakeDict { return &fakeDict{ids: make(map[string]int32), instance: fakeInstance} }
+func newFakeDict() *fakeDict {
+	return &fakeDict{ids: make(map[string]int32), instance: fakeInstance, head: seencache.Commit{Seq: 1, Token: 1}}
+}
 
 func (d *fakeDict) LookupEventIDs(_ context.Context, names []string) (map[string]int32, error) {
 	d.mu.Lock()
@@ -85,11 +88,11 @@ func (d *fakeDict) SeenCacheEpoch(context.Context) (int64, error) {
 	return d.epoch, d.instErr
 }
 
-// DrainSeq is the drain sequence set by setDrainSeq.
-func (d *fakeDict) DrainSeq(context.Context) (int64, error) {
+// DrainHead is the commit set by setHead, {1, 1} at first.
+func (d *fakeDict) DrainHead(context.Context) (int64, int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.drainSeq, d.instErr
+	return d.head.Seq, d.head.Token, nil
 }
 
 // ResetSeenCacheFrom moves the epoch on by one if it still is from.
@@ -103,11 +106,11 @@ func (d *fakeDict) ResetSeenCacheFrom(_ context.Context, from int64) (int64, boo
 	return d.epoch, true, nil
 }
 
-// setDrainSeq stands for drain commits, or a restore that lost some.
-func (d *fakeDict) setDrainSeq(seq int64) {
+// setHead stands for drain commits, or a database that has none.
+func (d *fakeDict) setHead(c seencache.Commit) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.drainSeq = seq
+	d.head = c
 }
 
 // setEpoch stands for `processor -reset-seen-cache`.
@@ -297,7 +300,14 @@ func (b *testBundle) ids(t *testing.T, g int64, u uum.UUID) []int64 {
 
 func (b *testBundle) keys(t *testing.T) []string {
 	t.Helper()
-	return redistest.Keys(t, b.rdb, b.prefix+"*")
+	return bucketKeys(t, b.rdb, b.prefix+"*")
+}
+
+// bucketKeys are the keys matching pattern but a scope's heads, which
+// every mark keeps beside the buckets (see HeadsOutliveThePairs).
+func bucketKeys(t *testing.T, rdb *redis.Client, pattern string) []string {
+	t.Helper()
+	return slices.DeleteFunc(redistest.Keys(t, rdb, pattern), func(k string) bool { return strings.HasSuffix(k, "}:heads") })
 }
 
 func TestCache(t *testing.T) {
@@ -857,7 +867,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 		want := []string{b.key(g+1, u1), b.key(g, u2)}
 		require.ElementsMatch(t, want, b.keys(t))
 		if be.Isolated {
-			require.ElementsMatch(t, want, redistest.Keys(t, b.rdb, "*"))
+			require.ElementsMatch(t, want, bucketKeys(t, b.rdb, "*"))
 		}
 	})
 
@@ -1019,86 +1029,91 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.Equal(t, []bool{true}, seen, "marks after the reset are under the new scope")
 	})
 
-	t.Run("SequenceIsTheHighestMarkedUnder", func(t *testing.T) {
+	t.Run("HeadsAreTheCommitsNoReadVouchedFor", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
-		seen, seq, err := b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a")})
+		seen, basis, err := b.cache.SeenBasis(ctx, []uum.Pair{pair(u1, "a")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen)
-		require.Zero(t, seq, "never marked")
+		require.Empty(t, basis.Heads, "never marked")
 
+		api := seencache.Commit{Seq: 1, Token: 10}
+		b.dict.setHead(api)
 		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u1, "a")}))
-		_, seq, err = b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a")})
+		_, basis, err = b.cache.SeenBasis(ctx, []uum.Pair{pair(u1, "a")})
 		require.NoError(t, err)
-		require.Zero(t, seq, "a mark of no drain commit raises nothing")
+		require.Equal(t, []seencache.Commit{api}, basis.Heads, "a lookup marks under the database's last commit")
 
-		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u2, "a")}, 5))
-		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u2, "b")}, 3)) // a late mark of an older commit
-		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u2, "c")}))
+		// A commit that read the heads vouches for them; one that read
+		// none (a failed read), or a late mark of an older commit, does not.
+		c5, c3 := seencache.Commit{Seq: 5, Token: 50}, seencache.Commit{Seq: 3, Token: 30}
+		require.NoError(t, b.cache.MarkCommit(ctx, []uum.Pair{pair(u2, "a")}, c5, basis))
+		require.NoError(t, b.cache.MarkCommit(ctx, []uum.Pair{pair(u2, "b")}, c3, seencache.Basis{}))
+		require.NoError(t, b.cache.MarkCommit(ctx, []uum.Pair{pair(u2, "c")}, seencache.Commit{Seq: 6}, basis))
 		b.trips.Take()
-		seen, seq, err = b.cache.SeenSeq(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b"), pair(u2, "d")})
+		seen, basis, err = b.cache.SeenBasis(ctx, []uum.Pair{pair(u1, "a"), pair(u2, "b"), pair(u2, "c"), pair(u2, "d")})
 		require.NoError(t, err)
-		require.Equal(t, []bool{true, true, false}, seen)
-		require.Equal(t, int64(5), seq)
+		require.Equal(t, []bool{true, true, false, false}, seen, "a commit without a token marks nothing")
+		require.ElementsMatch(t, []seencache.Commit{c5, c3}, basis.Heads)
 		trips := b.trips.TakeCounts()
-		require.Len(t, trips, 1, "the sequence is read in the same round-trip")
-		require.Equal(t, 1, trips[0]["get"])
+		require.Len(t, trips, 1, "the heads are read in the same round-trip")
+		require.Equal(t, 1, trips[0]["smembers"])
 
-		_, err = b.cache.Seen(ctx, []uum.Pair{pair(u1, "a")})
+		b.dict.setHead(seencache.Commit{Seq: 7})
+		require.NoError(t, b.cache.Mark(ctx, []uum.Pair{pair(u2, "e")}))
+		seen, err = b.cache.Seen(ctx, []uum.Pair{pair(u2, "e")})
 		require.NoError(t, err)
-		require.Equal(t, []map[string]int{{"evalsha": 1}}, b.trips.TakeCounts(), "Seen does not read it")
+		require.Equal(t, []bool{false}, seen, "no recorded commit to mark under: not marked")
+		require.Equal(t, []map[string]int{{"evalsha": 1}}, b.trips.TakeCounts(), "Seen does not read the heads")
 	})
 
-	t.Run("SequenceOutlivesThePairs", func(t *testing.T) {
+	t.Run("HeadsOutliveThePairs", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u := uum.NewUUID()
-		require.NoError(t, b.cache.MarkSeq(ctx, []uum.Pair{pair(u, "a")}, 7))
-		key := rediskey.SeenSeq(b.prefix, fakeScope)
+		c7 := seencache.Commit{Seq: 7, Token: 70}
+		require.NoError(t, b.cache.MarkCommit(ctx, []uum.Pair{pair(u, "a")}, c7, seencache.Basis{}))
+		key := rediskey.SeenHeads(b.prefix, fakeScope)
 		g := b.gen()
 		requireExpiresAt(t, b, key, time.Unix(0, (g+4)*int64(half)))
 
 		// Read a generation later, the pair moves on and lives a
-		// generation longer; so does the sequence it was marked under.
+		// generation longer; so do the heads it stands on.
 		b.clock.Advance(half)
-		seen, seq, err := b.cache.SeenSeq(ctx, []uum.Pair{pair(u, "a")})
+		seen, basis, err := b.cache.SeenBasis(ctx, []uum.Pair{pair(u, "a")})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, seen)
-		require.Equal(t, int64(7), seq)
+		require.Equal(t, []seencache.Commit{c7}, basis.Heads)
 		requireExpiresAt(t, b, b.key(g+1, u), time.Unix(0, (g+3)*int64(half)))
 		requireExpiresAt(t, b, key, time.Unix(0, (g+5)*int64(half)))
 	})
 
-	t.Run("RescopeWhenTheDatabaseIsBehind", func(t *testing.T) {
+	t.Run("RescopeStartsOneNewScope", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		u := uum.NewUUID()
 		pairs := []uum.Pair{pair(u, "a")}
-		b.dict.setDrainSeq(5)
-		require.NoError(t, b.cache.MarkSeq(ctx, pairs, 5))
+		require.NoError(t, b.cache.MarkCommit(ctx, pairs, seencache.Commit{Seq: 5, Token: 50}, seencache.Basis{}))
 		other := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
-		seen, err := other.Seen(ctx, pairs) // another process, on the same scope
+		seen, basis, err := other.SeenBasis(ctx, pairs) // another process, on the same scope
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, seen)
 
-		started, err := b.cache.Rescope(ctx)
+		started, err := b.cache.Rescope(ctx, seencache.Basis{})
 		require.NoError(t, err)
-		require.False(t, started, "the database holds every commit the cache was marked under")
-		seen, err = b.cache.Seen(ctx, pairs)
-		require.NoError(t, err)
-		require.Equal(t, []bool{true}, seen)
+		require.False(t, started, "no heads, nothing the database could lack")
 
-		b.dict.setDrainSeq(3) // restored from before commits 4 and 5
-		started, err = b.cache.Rescope(ctx)
+		// The database does not hold commit 5 (a drain commit found it).
+		started, err = b.cache.Rescope(ctx, basis)
 		require.NoError(t, err)
 		require.True(t, started)
-		seen, seq, err := b.cache.SeenSeq(ctx, pairs)
+		seen, basis2, err := b.cache.SeenBasis(ctx, pairs)
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen, "the new scope is empty")
-		require.Zero(t, seq)
+		require.Empty(t, basis2.Heads)
 
-		started, err = other.Rescope(ctx)
+		started, err = other.Rescope(ctx, basis)
 		require.NoError(t, err)
 		require.False(t, started, "the other process moves to the new scope without starting another")
 		seen, err = other.Seen(ctx, pairs)
@@ -1107,6 +1122,9 @@ func testCache(t *testing.T, be redistest.Backend) {
 		epoch, err := b.dict.SeenCacheEpoch(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), epoch, "one new scope")
+		scope, err := other.Scope(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "0a1b2c3d.1", scope, "what other caches of the database key their data by")
 	})
 
 	t.Run("FailedScopeRefreshKeepsTheScope", func(t *testing.T) {
@@ -1154,7 +1172,7 @@ func testCache(t *testing.T, be redistest.Backend) {
 				require.NoError(t, c.Mark(ctx, chunk))
 			}
 			var total int64
-			keys := redistest.Keys(t, b.rdb, prefix+"*")
+			keys := bucketKeys(t, b.rdb, prefix+"*")
 			require.Len(t, keys, buckets)
 			for _, k := range keys {
 				require.Equal(t, "listpack", b.rdb.ObjectEncoding(ctx, k).Val(), k)
@@ -1232,10 +1250,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // TestCacheWithStore runs the cache on the real Postgres dictionary.
-// TestCacheSequenceWithoutPipelineOrder runs the sequence on a client
-// whose pipelines may span servers (a Ring of one, standing for a Cluster):
-// the raise gets a round-trip of its own before the pairs are written, the
-// read one after they are read, since no order holds inside a pipeline.
+// TestCacheSequenceWithoutPipelineOrder runs the heads on a client whose
+// pipelines may span servers (a Ring of one, standing for a Cluster): the
+// mark's update gets a round-trip of its own before the pairs are written,
+// the read one after they are read, since no order holds inside a
+// pipeline.
 func TestCacheSequenceWithoutPipelineOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -1251,15 +1270,16 @@ func TestCacheSequenceWithoutPipelineOrder(t *testing.T) {
 	ring.AddHook(trips)
 	u := uum.NewUUID()
 
-	require.NoError(t, cache.MarkSeq(ctx, []uum.Pair{pair(u, "a")}, 9))
+	c9 := seencache.Commit{Seq: 9, Token: 90}
+	require.NoError(t, cache.MarkCommit(ctx, []uum.Pair{pair(u, "a")}, c9, seencache.Basis{}))
 	require.Equal(t, []map[string]int{{"evalsha": 1}, {"evalsha": 2}}, trips.TakeCounts(),
-		"raise the sequence, then write the pairs (keeping the sequence beside them)")
-	seen, seq, err := cache.SeenSeq(ctx, []uum.Pair{pair(u, "a")})
+		"add the head, then write the pairs (keeping the heads beside them)")
+	seen, basis, err := cache.SeenBasis(ctx, []uum.Pair{pair(u, "a")})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true}, seen)
-	require.Equal(t, int64(9), seq)
-	require.Equal(t, []map[string]int{{"evalsha": 1}, {"get": 1}}, trips.TakeCounts(),
-		"read the pairs, then the sequence")
+	require.Equal(t, []seencache.Commit{c9}, basis.Heads)
+	require.Equal(t, []map[string]int{{"evalsha": 1}, {"smembers": 1}}, trips.TakeCounts(),
+		"read the pairs, then the heads")
 }
 
 func TestCacheWithStore(t *testing.T) {
@@ -1309,6 +1329,10 @@ func TestCacheWithStore(t *testing.T) {
 		b := setup(t)
 		u1, u2 := uum.NewUUID(), uum.NewUUID()
 		first := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
+		require.NoError(t, b.store.InTx(ctx, func(tx pgx.Tx) error { // a drain commit to mark under
+			_, err := store.AdvanceDrain(ctx, tx, store.DrainCheck{})
+			return err
+		}))
 		require.NoError(t, first.Mark(ctx, []uum.Pair{pair(u1, "signup"), pair(u1, "login"), pair(u2, "login")}))
 
 		ids := b.ids(t)
@@ -1340,6 +1364,8 @@ func TestCacheWithStore(t *testing.T) {
 		running := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(clock))
 		u := uum.NewUUID()
 		pairs := []uum.Pair{pair(u, "signup")}
+		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
+		require.NoError(t, err)
 		require.NoError(t, running.Mark(ctx, pairs))
 		seen, err := running.Seen(ctx, pairs)
 		require.NoError(t, err)
@@ -1357,24 +1383,35 @@ func TestCacheWithStore(t *testing.T) {
 		require.Equal(t, []bool{false}, seen, "and so does a new one")
 	})
 
-	t.Run("RescopeAfterTheDatabaseWentBack", func(t *testing.T) {
+	t.Run("MarksStandOnCommitsTheDatabaseHolds", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cache := seencache.New(b.rdb, b.prefix, ttl, b.store, seencache.WithClock(b.now))
 		pairs := []uum.Pair{pair(uum.NewUUID(), "signup")}
+		require.NoError(t, cache.Mark(ctx, pairs))
+		seen, err := cache.Seen(ctx, pairs)
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen, "no drain commit yet: nothing to mark under")
+
 		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
 		require.NoError(t, err)
-		require.NoError(t, cache.MarkSeq(ctx, pairs, res.Seq))
-		started, err := cache.Rescope(ctx)
+		require.NoError(t, cache.Mark(ctx, pairs))
+		seen, basis, err := cache.SeenBasis(ctx, pairs)
 		require.NoError(t, err)
-		require.False(t, started)
+		require.Equal(t, []bool{true}, seen)
+		require.Equal(t, []seencache.Commit{seencache.Commit(res.Commit)}, basis.Heads)
+		require.NoError(t, b.store.CheckDrain(ctx, store.DrainCheck{Marks: []store.DrainCommit{res.Commit}}))
 
-		_, err = b.pool.Exec(ctx, `DELETE FROM unique_user_events; UPDATE uum_instance SET drain_seq = 0`) // a restore
+		_, err = b.pool.Exec(ctx, `DELETE FROM unique_user_events; DELETE FROM uum_drain_commits; UPDATE uum_instance SET drain_seq = 0`) // a restore
 		require.NoError(t, err)
-		started, err = cache.Rescope(ctx)
+		again, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pair(uum.NewUUID(), "other"))})
+		require.NoError(t, err)
+		require.Equal(t, res.Commit.Seq, again.Commit.Seq, "the same count, another history")
+		require.ErrorIs(t, b.store.CheckDrain(ctx, store.DrainCheck{Marks: []store.DrainCommit{res.Commit}}), store.ErrCacheAhead)
+		started, err := cache.Rescope(ctx, basis)
 		require.NoError(t, err)
 		require.True(t, started)
-		seen, err := cache.Seen(ctx, pairs)
+		seen, err = cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen)
 		epoch, err := b.store.SeenCacheEpoch(ctx)

@@ -4,19 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+// DrainCommit identifies one drain commit: its place in the drain
+// sequence and the random token drawn in its transaction. Two histories of
+// a database (the lost one and the one after a restore) reuse the same
+// sequence numbers, never the same tokens, so a commit is told apart by
+// both, never by the count.
+type DrainCommit struct {
+	Seq   int64
+	Token int64
+}
+
 // DrainCheck is what a drain commit is checked against (see
 // AdvanceDrain).
 type DrainCheck struct {
-	// CacheSeq is the highest drain sequence the seen-cache had been
-	// marked under when it filtered the batch's pairs (0: none). A
-	// database whose sequence is below it went back in time: the check
-	// fails with ErrCacheAhead.
-	CacheSeq int64
+	// Marks are the drain commits the seen-cache had been marked under
+	// when it filtered the batch's pairs (none: it did not). A database
+	// that does not hold every one of them, with its token, went back in
+	// time or forked: the check fails with ErrCacheAhead.
+	Marks []DrainCommit
 	// Counters is the fingerprint of the counter definitions the batch's
 	// tracked events are counted with ("" for none). With Tracked, the
 	// check fails with ErrCountersChanged when the database records
@@ -33,31 +45,87 @@ type DrainCheck struct {
 // changes what drains must write.
 const drainerSchema = 9
 
+// drainCommitsKept is how many drain commits uum_drain_commits holds: a
+// seen-cache mark older than that cannot be confirmed and counts as lost
+// (a new cache scope, never a wrong count). Marks are renewed by every
+// drain that reads the cache, so only ~a million commits without one (a
+// buffer of tracked events alone) get there.
+const drainCommitsKept = 1 << 20
+
+// advanceDrainSQL adds a commit to the drain sequence with its token ($1)
+// and the drainer's schema version ($5, see drainerSchema), records it and
+// forgets the one drainCommitsKept older ($4), and counts
+// how many of the marks ($2, $3: sequences and tokens) the database
+// holds, all in one statement. The count reads the statement's snapshot,
+// which holds every mark: a mark is written after its commit, and read
+// before this statement starts.
+var advanceDrainSQL = `
+WITH advanced AS (
+	UPDATE uum_instance SET drain_seq = drain_seq + 1, drainer_schema = $5 RETURNING drain_seq, counters_fingerprint
+), logged AS (
+	INSERT INTO uum_drain_commits (seq, token) SELECT drain_seq, $1 FROM advanced
+	ON CONFLICT (seq) DO UPDATE SET token = excluded.token
+), forgotten AS (
+	DELETE FROM uum_drain_commits WHERE seq = (SELECT drain_seq FROM advanced) - $4
+)
+SELECT drain_seq, counters_fingerprint, (` + heldMarks("$2", "$3") + `) FROM advanced`
+
+// checkDrainSQL is CheckDrain's: the drain sequence, and how many of the
+// marks ($1, $2) the database holds.
+var checkDrainSQL = `SELECT (SELECT drain_seq FROM uum_instance), (` + heldMarks("$1", "$2") + `)`
+
+// heldMarks counts how many of the marks (parameters seqs and tokens,
+// distinct) the database holds.
+func heldMarks(seqs, tokens string) string {
+	return `SELECT count(*) FROM uum_drain_commits c
+	JOIN unnest(` + seqs + `::bigint[], ` + tokens + `::bigint[]) AS m(seq, token) ON c.seq = m.seq AND c.token = m.token`
+}
+
 // AdvanceDrain is a drain commit's last step: it adds the commit to the
 // drain sequence and checks the batch against what the database holds
 // (c). The database refuses it (SQLSTATE 55000) if its schema needs a
-// newer drainer than this code. It locks the uum_instance row until the commit, so every drain
-// commit takes turns from here on: call it last, after the rows the
-// commit writes. It returns the commit's sequence.
-func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (int64, error) {
+// newer drainer than this code. It locks the uum_instance row until the
+// commit, so every drain commit takes turns from here on: call it last,
+// after the rows the commit writes. It returns the commit.
+func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (DrainCommit, error) {
 	var (
-		seq      int64
+		dc       = DrainCommit{Token: newToken()}
 		counters pgtype.Text
+		held     int64
 	)
-	err := tx.QueryRow(ctx, `UPDATE uum_instance SET drain_seq = drain_seq + 1, drainer_schema = $1 RETURNING drain_seq, counters_fingerprint`, drainerSchema).Scan(&seq, &counters)
+	seqs, tokens := markArrays(c.Marks)
+	err := tx.QueryRow(ctx, advanceDrainSQL, dc.Token, seqs, tokens, drainCommitsKept, drainerSchema).Scan(&dc.Seq, &counters, &held)
 	if err != nil {
-		return 0, fmt.Errorf("advance drain sequence: %w", err)
+		return DrainCommit{}, fmt.Errorf("advance drain sequence: %w", err)
 	}
-	return seq, checkDrain(seq-1, counters, c)
+	return dc, checkDrain(dc.Seq-1, held, len(seqs), counters, c)
+}
+
+// newToken draws a commit's token: positive (0 stands for none) and
+// random, so no two commits of any history share one.
+func newToken() int64 { return rand.Int64N(math.MaxInt64) + 1 }
+
+// markArrays returns the distinct marks as the arrays heldMarksSQL takes.
+func markArrays(marks []DrainCommit) (seqs, tokens []int64) {
+	seen := make(map[DrainCommit]bool, len(marks))
+	for _, m := range marks {
+		if !seen[m] {
+			seen[m] = true
+			seqs, tokens = append(seqs, m.Seq), append(tokens, m.Token)
+		}
+	}
+	return seqs, tokens
 }
 
 // checkDrain refuses a batch the database cannot take as it is: one
 // filtered by seen-cache answers marked under drain commits the database
-// does not hold (held is how many it holds), or tracked events counted
-// with other counters than the recorded ones (NULL: none recorded yet).
-func checkDrain(held int64, counters pgtype.Text, c DrainCheck) error {
-	if held < c.CacheSeq {
-		return fmt.Errorf("%w: it holds %d drain commits, the seen-cache was marked at commit %d", ErrCacheAhead, held, c.CacheSeq)
+// does not hold (it holds held of the marks, and seq commits), or tracked
+// events counted with other counters than the recorded ones (NULL: none
+// recorded yet).
+func checkDrain(seq, held int64, marks int, counters pgtype.Text, c DrainCheck) error {
+	if held < int64(marks) {
+		return fmt.Errorf("%w: it holds %d drain commits and %d of the %d the seen-cache was marked under",
+			ErrCacheAhead, seq, held, marks)
 	}
 	if c.Tracked && counters.Valid && counters.String != c.Counters {
 		return fmt.Errorf("%w: the database records %s, the drainer counts with %s",
@@ -75,17 +143,19 @@ func FingerprintOrNone(fp string) string {
 }
 
 // CheckDrain is the check of a drain batch with nothing to write, which
-// commits nothing: the seen-cache's answers still must come from commits
-// the database holds (c.CacheSeq; 0 costs no SQL).
+// commits nothing: the seen-cache's answers still must stand on commits
+// the database holds (c.Marks; none costs no SQL).
 func (s *Store) CheckDrain(ctx context.Context, c DrainCheck) error {
-	if c.CacheSeq <= 0 {
+	if len(c.Marks) == 0 {
 		return nil
 	}
-	held, err := s.DrainSeq(ctx)
+	seqs, tokens := markArrays(c.Marks)
+	var seq, held int64
+	err := s.pool.QueryRow(ctx, checkDrainSQL, seqs, tokens).Scan(&seq, &held)
 	if err != nil {
-		return fmt.Errorf("check drain: %w", err)
+		return fmt.Errorf("check drain: %w", interpret(err))
 	}
-	return checkDrain(held, pgtype.Text{}, DrainCheck{CacheSeq: c.CacheSeq})
+	return checkDrain(seq, held, len(seqs), pgtype.Text{}, DrainCheck{})
 }
 
 // DrainSeq returns the drain sequence: how many drain commits the
@@ -96,6 +166,20 @@ func (s *Store) DrainSeq(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("drain sequence: %w", interpret(err))
 	}
 	return seq, nil
+}
+
+// DrainHead returns the database's last drain commit: every row it holds
+// was written by that commit or an earlier one (or outside the drain, by
+// a backfill). The token is 0 when that commit recorded none (a drainer
+// of an earlier version made it), and both are 0 before the first commit.
+func (s *Store) DrainHead(ctx context.Context) (seq, token int64, err error) {
+	err = s.pool.QueryRow(ctx, `
+		SELECT i.drain_seq, coalesce(c.token, 0)
+		FROM uum_instance i LEFT JOIN uum_drain_commits c ON c.seq = i.drain_seq`).Scan(&seq, &token)
+	if err != nil {
+		return 0, 0, fmt.Errorf("drain head: %w", interpret(err))
+	}
+	return seq, token, nil
 }
 
 // ResetSeenCacheFrom is ResetSeenCache if the epoch still is from, so

@@ -19,46 +19,82 @@ func TestDrainSequence(t *testing.T) {
 	t.Run("EachCommitAdvancesIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		tokens := map[int64]bool{}
+		var last store.DrainCommit
 		for want := int64(1); want <= 3; want++ {
 			res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
 			require.NoError(t, err)
-			require.Equal(t, want, res.Seq)
+			require.Equal(t, want, res.Commit.Seq)
+			require.Positive(t, res.Commit.Token)
+			tokens[res.Commit.Token] = true
+			last = res.Commit
 		}
+		require.Len(t, tokens, 3, "a token of its own for each commit")
 		seq, err := b.store.DrainSeq(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), seq)
+		seq, token, err := b.store.DrainHead(ctx)
+		require.NoError(t, err)
+		require.Equal(t, last, store.DrainCommit{Seq: seq, Token: token})
 
 		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{})
 		require.NoError(t, err)
-		require.Zero(t, res.Seq, "a batch with nothing to write commits nothing")
+		require.Zero(t, res.Commit, "a batch with nothing to write commits nothing")
 	})
 
-	t.Run("CommitBehindTheCacheFailsAndWritesNothing", func(t *testing.T) {
+	t.Run("CommitOnAMarkTheDatabaseDoesNotHoldFailsAndWritesNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
+		var held []store.DrainCommit
 		for range 2 {
-			_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
+			res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
 			require.NoError(t, err)
+			held = append(held, res.Commit)
 		}
-		// The cache was marked at commit 2: a database holding 2 commits
-		// is not behind it.
-		_, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair(), CacheSeq: 2})
+		// The cache was marked at commits 1 and 2: the database holds both.
+		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair(), Marks: held})
 		require.NoError(t, err)
+		held = append(held, res.Commit)
 
-		p := pair()
-		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: p, CacheSeq: 4})
+		for name, mark := range map[string]store.DrainCommit{
+			"Ahead":        {Seq: 4, Token: held[2].Token},
+			"AnotherToken": {Seq: 2, Token: held[1].Token + 1},
+		} {
+			p := pair()
+			_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: p, Marks: []store.DrainCommit{held[0], mark}})
+			require.ErrorIs(t, err, store.ErrCacheAhead, name)
+			require.ErrorContains(t, err, "it holds 3 drain commits and 1 of the 2 the seen-cache was marked under", name)
+			logged, err := b.store.EventLogged(ctx, p[0].Pair)
+			require.NoError(t, err)
+			require.False(t, logged, name)
+			seq, err := b.store.DrainSeq(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), seq, "%s: the failed commit did not advance the sequence", name)
+
+			_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Marks: []store.DrainCommit{mark}})
+			require.ErrorIs(t, err, store.ErrCacheAhead, "%s: a batch the cache filtered entirely is checked too", name)
+		}
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Marks: held})
+		require.NoError(t, err)
+	})
+
+	t.Run("ANewHistoryHoldsNoneOfTheLostCommits", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
+		require.NoError(t, err)
+		restore := dbtest.Snapshot(t, b.pool)
+		lost, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair()})
+		require.NoError(t, err)
+		restore(t)
+
+		// The same count again, another history.
+		again, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair(), Marks: []store.DrainCommit{first.Commit}})
+		require.NoError(t, err)
+		require.Equal(t, lost.Commit.Seq, again.Commit.Seq)
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: pair(), Marks: []store.DrainCommit{lost.Commit}})
 		require.ErrorIs(t, err, store.ErrCacheAhead)
-		require.ErrorContains(t, err, "holds 3 drain commits, the seen-cache was marked at commit 4")
-		logged, err := b.store.EventLogged(ctx, p[0].Pair)
-		require.NoError(t, err)
-		require.False(t, logged)
-		seq, err := b.store.DrainSeq(ctx)
-		require.NoError(t, err)
-		require.Equal(t, int64(3), seq, "the failed commit did not advance the sequence")
-
-		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 4})
-		require.ErrorIs(t, err, store.ErrCacheAhead, "a batch the cache filtered entirely is checked too")
-		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{CacheSeq: 3})
+		_, err = dbtest.Commit(ctx, b.store, dbtest.Batch{Marks: []store.DrainCommit{first.Commit, again.Commit}})
 		require.NoError(t, err)
 	})
 

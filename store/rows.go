@@ -126,8 +126,8 @@ var (
 	// value it cannot store, a violated constraint) rather than failing:
 	// retrying the same data fails the same way.
 	ErrRejected = errors.New("uum: data rejected by the database")
-	// ErrCacheAhead is returned by a drain commit when the database holds
-	// fewer drain commits than the seen-cache was marked under: it went
+	// ErrCacheAhead is returned by a drain commit when the database does
+	// not hold a drain commit the seen-cache was marked under: it went
 	// back in time (a restore, a failover to a lagging replica), so the
 	// cache's "seen" answers name rows it may no longer hold.
 	ErrCacheAhead = errors.New("uum: database behind the seen-cache")

@@ -351,14 +351,15 @@ func TestClusterScripts(t *testing.T) {
 		for i := range pairs {
 			pairs[i] = uum.Pair{UserID: uum.NewUUID(), Name: "n" + strconv.Itoa(i%3)}
 		}
-		require.NoError(t, c.Mark(ctx, pairs))
-		hits, seq, err := c.SeenSeq(ctx, pairs)
+		by := seencache.Commit{Seq: 1, Token: 1}
+		require.NoError(t, c.MarkCommit(ctx, pairs, by, seencache.Basis{}))
+		hits, basis, err := c.SeenBasis(ctx, pairs)
 		require.NoError(t, err)
 		require.NotContains(t, hits, false)
-		require.Zero(t, seq)
+		require.Equal(t, []seencache.Commit{by}, basis.Heads)
 		_, err = c.Reset(ctx)
 		require.NoError(t, err)
-		_, err = c.Rescope(ctx)
+		_, err = c.Rescope(ctx, basis)
 		require.NoError(t, err)
 		hits, err = c.Seen(ctx, pairs)
 		require.NoError(t, err)

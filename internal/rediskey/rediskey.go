@@ -50,9 +50,10 @@ func AppendSeen(b []byte, prefix, scope string, generation int64, bucket, groups
 // after a reset, which every cache read fetches to notice one.
 func SeenReset(prefix string) string { return prefix + "s:reset" }
 
-// SeenSeq returns the string key holding the highest drain sequence the
-// seen-cache of scope was marked under. Its {hash tag} is the scope alone:
-// it is read and written beside the buckets, never in their scripts.
-func SeenSeq(prefix, scope string) string {
-	return prefix + "s:{" + scope + "}:seq"
+// SeenHeads returns the set key holding the heads of the seen-cache of
+// scope: the drain commits ("seq:token") its pairs were marked under that
+// no read has vouched for since. Its {hash tag} is the scope alone: it is
+// read and written beside the buckets, never in their scripts.
+func SeenHeads(prefix, scope string) string {
+	return prefix + "s:{" + scope + "}:heads"
 }

@@ -14,16 +14,16 @@ type Batch struct {
 	Pairs       []store.DatedPair
 	DeadLetters []store.DeadLetter
 	Tracked     []store.TrackedWrite
-	// CacheSeq and Counters are checked by store.AdvanceDrain.
-	CacheSeq int64
+	// Marks and Counters are checked by store.AdvanceDrain.
+	Marks    []store.DrainCommit
 	Counters string
 }
 
 // Committed is what Commit changed.
 type Committed struct {
-	Seq         int64      // the commit's drain sequence; 0 if none
-	Inserted    []uum.Pair // pairs that did not exist before
-	DeadLetters []string   // correlation ids stored
+	Commit      store.DrainCommit // the drain commit; zero if none
+	Inserted    []uum.Pair        // pairs that did not exist before
+	DeadLetters []string          // correlation ids stored
 }
 
 // Commit runs the store steps of a drain commit of b (without counters)
@@ -32,14 +32,14 @@ type Committed struct {
 // checked (store.Store.CheckDrain). It is for tests that need committed
 // rows and a drain sequence; the drain's own commit is processor's.
 func Commit(ctx context.Context, st *store.Store, b Batch) (Committed, error) {
-	check := store.DrainCheck{CacheSeq: b.CacheSeq, Counters: b.Counters, Tracked: len(b.Tracked) > 0}
+	check := store.DrainCheck{Marks: b.Marks, Counters: b.Counters, Tracked: len(b.Tracked) > 0}
 	if len(b.Pairs) == 0 && len(b.DeadLetters) == 0 && len(b.Tracked) == 0 {
 		return Committed{}, st.CheckDrain(ctx, check)
 	}
 	var c Committed
 	err := st.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if c.Seq, err = store.AdvanceDrain(ctx, tx, check); err != nil {
+		if c.Commit, err = store.AdvanceDrain(ctx, tx, check); err != nil {
 			return err
 		}
 		if c.Inserted, err = store.InsertPairs(ctx, tx, b.Pairs); err != nil {
