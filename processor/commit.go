@@ -209,7 +209,9 @@ type result struct {
 // commit takes, so that drainers (of other shards, or a resumed one and
 // the lease holder) can wait for each other but never deadlock:
 //
-//  1. the event-name dictionary (RegisterNames), in name order;
+//  1. the event-name dictionary (AdmitNames): under the name cap, an
+//     advisory lock taken only by commits with new names, then the names
+//     in name order;
 //  2. the active users (AddActivity): the names it lacks, in name order,
 //     then the user dictionary's rows in UUID order, then the sets' delta
 //     rows, only ever inserted, so no other commit waits for them; then
@@ -244,7 +246,7 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 	}
 	var res result
 	err := d.db.InTx(ctx, func(tx pgx.Tx) error {
-		err := store.RegisterNames(ctx, tx, b.newNames)
+		err := store.AdmitNames(ctx, tx, b.newNames, d.maxNames)
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
@@ -391,17 +392,8 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	// COMMIT can leave the transaction applied but reported as failed,
 	// and the re-run would find its rows existing and never emit their
 	// increments. Cancellation takes effect between batches instead.
-	if err := d.limitNames(ctx, b); err != nil {
-		return step("names", err)
-	}
-	if err := d.commit(ctx, b); err != nil {
-		// What committed before the failure stays committed: its
-		// increments are true, and a re-run finds its rows existing.
-		d.emit(ctx, b)
-		if errors.Is(err, store.ErrCountersChanged) {
-			return d.holdTracked(b, err)
-		}
-		return step("commit", err)
+	if err := d.limitAndCommit(ctx, b); err != nil {
+		return err
 	}
 	failpoint.Hit(failpoint.AfterCommitBeforeStatsd)
 	d.emit(ctx, b)
@@ -493,6 +485,36 @@ func (m *marker) wait() {
 	}
 }
 
+// limitAndCommit applies the name cap to b and commits it. The commit
+// admits the new names again under a lock (store.AdmitNames): if another
+// drainer registered names since the cap read the dictionary, so that
+// they no longer all fit, it rolls back and the cap is applied again
+// against the names registered now. Each retry follows some other
+// drainer's registration, so there are at most as many as the cap.
+func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
+	for {
+		if err := d.limitNames(ctx, b); err != nil {
+			return step("names", err)
+		}
+		err := d.commit(ctx, b)
+		switch {
+		case errors.Is(err, store.ErrNameLimit):
+			d.logger.DebugContext(ctx, "event names registered meanwhile: applying the limit again", "error", err)
+			b.newNames = nil
+			continue
+		case err == nil:
+			return nil
+		}
+		// What committed before the failure stays committed: its
+		// increments are true, and a re-run finds its rows existing.
+		d.emit(ctx, b)
+		if errors.Is(err, store.ErrCountersChanged) {
+			return d.holdTracked(b, err)
+		}
+		return step("commit", err)
+	}
+}
+
 // limitNames applies the cap on registered names: the batch's new names
 // are admitted in order of first appearance while the dictionary has room,
 // and registered by the commit; entries with the others are dead-lettered.
@@ -524,7 +546,11 @@ func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
 	}
 	if len(over) > 0 {
 		reason := fmt.Sprintf("event name limit reached: %d distinct names are registered (UUM_MAX_EVENT_NAMES); set UUM_EVENT_NAMES or raise the limit, then replay", total)
-		b.over, b.overReason = over, reason
+		if b.over == nil {
+			b.over = make(map[string]bool, len(over))
+		}
+		maps.Copy(b.over, over) // a second pass adds to the first's
+		b.overReason = reason
 		n := b.reject(over, reason)
 		d.logger.WarnContext(ctx, "event names over the limit dead-lettered", "names", len(over), "entries", n, "max_event_names", d.maxNames)
 		_ = d.stats.Count(MetricNamesOverLimit, int64(n), nil, 1)

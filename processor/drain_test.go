@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
@@ -792,6 +793,44 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 4.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricNamesOverLimit))
 	})
 
+	t.Run("ShardsDrainingAtOnceStayWithinTheLimit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		const shards = 3
+		// Every drainer reads the registered names before any commits:
+		// each sees room for all three of its new names.
+		var read sync.WaitGroup
+		read.Add(shards)
+		var wg sync.WaitGroup
+		for i := range shards {
+			buf := buffer.New(b.rdb, b.prefix, i)
+			var entries [][]byte
+			for _, p := range pairs(users(2), fmt.Sprintf("s%d_a", i), fmt.Sprintf("s%d_b", i), fmt.Sprintf("s%d_c", i)) {
+				entries = append(entries, uum.Event{UserID: p.UserID, Name: p.Name}.MarshalWire(time.Now()))
+			}
+			require.NoError(t, buf.Push(ctx, entries))
+			reg := &barrierRegistry{NameRegistry: b.store, read: &read}
+			d := processor.NewDrainer(b.cfg, buf, b.seen, b.db, b.stats.Client,
+				slog.New(slog.NewTextHandler(b.logs, nil)), processor.WithNameLimit(reg, 3))
+			wg.Go(func() {
+				sum, err := d.Drain(ctx)
+				assert.NoError(t, err)
+				assert.Equal(t, 6, sum.EventsProcessed)
+			})
+		}
+		wg.Wait()
+
+		var names int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM event_names`).Scan(&names))
+		require.Equal(t, 3, names, "the limit holds across drainers")
+		totals := b.totals(t)
+		require.Len(t, totals, 3)
+		for n, c := range totals {
+			require.Equal(t, int64(2), c, n)
+		}
+		require.Len(t, b.deadLetterReasons(t), (shards-1)*6, "the other shards' entries")
+	})
+
 	t.Run("AllGarbageBatchDoesNotStall", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
@@ -919,4 +958,21 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricFailure, "cause:timeout"), "a deadline is a timeout, not a shutdown")
 		require.NotContains(t, b.logs.String(), "shutting down")
 	})
+}
+
+// barrierRegistry is a drainer's name registry whose first read waits
+// until every drainer sharing read has made its own.
+type barrierRegistry struct {
+	processor.NameRegistry
+	read *sync.WaitGroup
+	once sync.Once
+}
+
+func (r *barrierRegistry) RegisteredNames(ctx context.Context, names []string) (map[string]bool, int64, error) {
+	known, total, err := r.NameRegistry.RegisteredNames(ctx, names)
+	r.once.Do(func() {
+		r.read.Done()
+		r.read.Wait()
+	})
+	return known, total, err
 }

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNameLimit is returned by AdmitNames when the event-name dictionary
+// has no room left for every name: another drain registered names since
+// the batch's room was read.
+var ErrNameLimit = errors.New("uum: event name limit reached")
+
+// nameLimitLock is the key of the transaction-level advisory lock under
+// which drains admit new names ("uum.names" in ASCII).
+const nameLimitLock = 0x75756d2e6e616d65
+
+// admitMissingSQL registers the names of $1 that event_names lacks, only
+// if they all fit within $2 names; a plain statement (Citus runs it on a
+// reference table). Under nameLimitLock, no other admission runs between
+// its count and its insert.
+const admitMissingSQL = `
+INSERT INTO event_names (name)
+SELECT n FROM unnest($1::varchar(50)[]) AS x(n)
+WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = x.n)
+  AND (SELECT count(*) FROM event_names)
+    + (SELECT count(*) FROM unnest($1::varchar(50)[]) AS y(m) WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = y.m)) <= $2
+ORDER BY n
+ON CONFLICT (name) DO NOTHING`
+
+// AdmitNames registers names, new names a drain's name cap admitted, in
+// the event-name dictionary within max names (max <= 0: no cap, as
+// RegisterNames), or none of them, with ErrNameLimit, if they no longer
+// all fit. Drains admitting names take turns on a transaction-level
+// advisory lock, held until COMMIT, so that two drains can never both see
+// the same room; drains with no new names take no lock. It is a drain
+// commit's first step (see the lock order in processor's commitTx). One
+// round trip.
+func AdmitNames(ctx context.Context, tx DBTX, names []string, max int) error {
+	if len(names) == 0 || max <= 0 {
+		return RegisterNames(ctx, tx, names)
+	}
+	sorted := slices.Compact(slices.Sorted(slices.Values(names)))
+	batch := &pgx.Batch{}
+	// A statement of its own: the next ones read a snapshot taken after
+	// the lock was granted, which holds the names of the drain before.
+	batch.Queue(`SELECT pg_advisory_xact_lock($1)`, int64(nameLimitLock))
+	batch.Queue(admitMissingSQL, sorted, max)
+	batch.Queue(`SELECT count(*) FROM event_names WHERE name = ANY($1::varchar(50)[])`, sorted)
+	results := tx.SendBatch(ctx, batch)
+	var held int
+	_, err := results.Exec()
+	if err == nil {
+		_, err = results.Exec()
+	}
+	if err == nil {
+		err = results.QueryRow().Scan(&held)
+	}
+	if cerr := results.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("admit event names: %w", err)
+	}
+	if held < len(sorted) {
+		return fmt.Errorf("%w: %d of %d new names fit within %d", ErrNameLimit, held, len(sorted), max)
+	}
+	return nil
+}
