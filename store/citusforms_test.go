@@ -54,6 +54,9 @@ func TestCitusRefusedForms(t *testing.T) {
 		}))
 		require.NoError(t, st.RecordRunFailure(ctx, store.RunFailure{CorrelationID: "run-1", Reason: "boom"}))
 	}
+	require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error { // the name cap's admission
+		return store.AdmitNames(ctx, tx, []string{"forms_c"}, 10)
+	}))
 	_, _, err = st.Backfill(ctx, nil, []store.DatedPair{{Pair: pairs[1].Pair, CreatedAt: day.Add(2 * time.Hour)}})
 	require.NoError(t, err)
 

@@ -18,16 +18,16 @@ var ErrNameLimit = errors.New("uum: event name limit reached")
 // which drains admit new names ("uum.names" in ASCII).
 const nameLimitLock = 0x75756d2e6e616d65
 
-// admitMissingSQL registers the names of $1 that event_names lacks, only
-// if they all fit within $2 names; a plain statement (Citus runs it on a
-// reference table). Under nameLimitLock, no other admission runs between
-// its count and its insert.
+// admitMissingSQL is registerMissingSQL if the names of $1 (distinct)
+// that event_names lacks all fit within $2 names, else it inserts none.
+// Under nameLimitLock, no other admission runs between its counts and its
+// insert.
 const admitMissingSQL = `
 INSERT INTO event_names (name)
 SELECT n FROM unnest($1::varchar(50)[]) AS x(n)
-WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = x.n)
-  AND (SELECT count(*) FROM event_names)
-    + (SELECT count(*) FROM unnest($1::varchar(50)[]) AS y(m) WHERE NOT EXISTS (SELECT 1 FROM event_names e WHERE e.name = y.m)) <= $2
+WHERE n NOT IN (SELECT name FROM event_names WHERE name = ANY($1::varchar(50)[]))
+  AND (SELECT count(*) FROM event_names) + cardinality($1::varchar(50)[])
+    - (SELECT count(*) FROM event_names WHERE name = ANY($1::varchar(50)[])) <= $2
 ORDER BY n
 ON CONFLICT (name) DO NOTHING`
 
@@ -48,7 +48,7 @@ func AdmitNames(ctx context.Context, tx DBTX, names []string, max int) error {
 	// A statement of its own: the next ones read a snapshot taken after
 	// the lock was granted, which holds the names of the drain before.
 	batch.Queue(`SELECT pg_advisory_xact_lock($1)`, int64(nameLimitLock))
-	batch.Queue(admitMissingSQL, sorted, max)
+	batch.Queue(admitMissingSQL, sorted, int64(max))
 	batch.Queue(`SELECT count(*) FROM event_names WHERE name = ANY($1::varchar(50)[])`, sorted)
 	results := tx.SendBatch(ctx, batch)
 	var held int
