@@ -176,8 +176,8 @@ type Cache struct {
 	logger  *slog.Logger
 	stats   Counter
 	// inOrder says the client runs a pipeline's commands in order, as one
-	// server does: the sequence is then read and written in the bucket
-	// scripts' round-trip (see MarkSeq), else in one of its own.
+	// server does: the heads are then read and written in the bucket
+	// scripts' round-trip (see MarkCommit), else in one of their own.
 	inOrder bool
 
 	mu  sync.RWMutex
