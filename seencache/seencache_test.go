@@ -1392,6 +1392,7 @@ func TestCacheWithStore(t *testing.T) {
 		seen, err := cache.Seen(ctx, pairs)
 		require.NoError(t, err)
 		require.Equal(t, []bool{false}, seen, "no drain commit yet: nothing to mark under")
+		restore := dbtest.Snapshot(t, b.pool)
 
 		res, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pairs...)})
 		require.NoError(t, err)
@@ -1402,8 +1403,7 @@ func TestCacheWithStore(t *testing.T) {
 		require.Equal(t, []seencache.Commit{seencache.Commit(res.Commit)}, basis.Heads)
 		require.NoError(t, b.store.CheckDrain(ctx, store.DrainCheck{Marks: []store.DrainCommit{res.Commit}}))
 
-		_, err = b.pool.Exec(ctx, `DELETE FROM unique_user_events; DELETE FROM uum_drain_commits; UPDATE uum_instance SET drain_seq = 0`) // a restore
-		require.NoError(t, err)
+		restore(t)
 		again, err := dbtest.Commit(ctx, b.store, dbtest.Batch{Pairs: dbtest.Undated(pair(uum.NewUUID(), "other"))})
 		require.NoError(t, err)
 		require.Equal(t, res.Commit.Seq, again.Commit.Seq, "the same count, another history")
