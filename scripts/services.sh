@@ -14,15 +14,19 @@
 #       TEST_REDIS_SERVER  (default: redis-server on PATH, installed if missing)
 #       TEST_CHROMIUM      (default: chromium on PATH, installed if missing)
 #       TEST_PROMTOOL      (default: promtool on PATH, installed if missing)
+#       UUM_BROWSER_TESTS  (skip: do not install Chromium; the browser tests skip)
+#       CI                 (true: a missing install the tests need is an error)
 #
 # Servers that already answer are used as they are. Missing redis-server or
 # PostgreSQL binaries are installed with apt-get (as root, or through sudo).
-# test also makes sure the redis-server binary is installed: the asynq tests
-# start a private redis-server of their own; Chromium, which the
-# console's browser tests drive; and promtool (Debian's prometheus
-# package), which checks /metrics and the alert rules. Migrations are not
-# run here:
-# the binaries and the tests migrate on start.
+# test also makes sure the programs the tests run are installed: the
+# redis-server binary (the asynq tests start a private redis-server of
+# their own); curl, which the README's walkthrough runs; Chromium, which
+# the console's browser tests drive; promtool (Debian's prometheus
+# package), which checks /metrics and the alert rules; and PostgreSQL's
+# server programs, with which the chaos round starts a cluster of its own,
+# even when a PostgreSQL answers without them (in Docker, say). Migrations
+# are not run here: the binaries and the tests migrate on start.
 #
 # PostgreSQL: apt-get's package creates a "main" cluster (and starts it where
 # systemd runs). When this script can prove apt-get just created it (its
@@ -139,26 +143,30 @@ run_as_pg() {
 	fi
 }
 
+# or_set VAR: the way around an install that a variable offers, if any.
+or_set() { [[ -z $1 ]] || printf ', or set %s to a running server' "$1"; }
+
 # need_root WHAT VAR: make sure we can run commands as root (we are root,
-# or sudo works), so a refused sudo is reported as such.
+# or sudo works), so a refused sudo is reported as such. VAR, if not
+# empty, names the variable that would make the install unneeded.
 SUDO=()
 need_root() {
 	((IS_ROOT)) && return 0
 	((${#SUDO[@]})) && return 0
 	command -v sudo >/dev/null ||
-		die "$1 needs root and $ME is not root (and there is no sudo): run as root, do it yourself, or set $2 to a running server"
+		die "$1 needs root and $ME is not root (and there is no sudo): run as root, do it yourself$(or_set "$2")"
 	log "$1 needs root: asking sudo (as $ME)"
 	sudo true 9>&- ||
-		die "sudo failed for $ME, so cannot $1: run as root, let $ME use sudo, do it yourself, or set $2 to a running server"
+		die "sudo failed for $ME, so cannot $1: run as root, let $ME use sudo, do it yourself$(or_set "$2")"
 	SUDO=(sudo)
 }
 
 APT_UPDATED=0
-apt_install() { # VAR PACKAGE...
+apt_install() { # VAR PACKAGE... (VAR may be "": see need_root)
 	local var=$1
 	shift
 	command -v apt-get >/dev/null ||
-		die "$* not installed and apt-get is not available: install it, or set $var to a running server"
+		die "$* not installed and apt-get is not available: install it$(or_set "$var")"
 	need_root "install $* with apt-get" "$var"
 	log "installing $* with apt-get"
 	if ((!APT_UPDATED)); then
@@ -274,11 +282,24 @@ ensure_redis_binary() {
 	apt_install TEST_REDIS_SERVER redis-server redis-tools
 }
 
+# ensure_curl: TestQuickStart (internal/docstest) runs the README's
+# walkthrough, whose commands are curl's.
+ensure_curl() {
+	command -v curl >/dev/null && return 0
+	command -v apt-get >/dev/null ||
+		die "the README's walkthrough, which the tests run, needs curl: install it (macOS ships it)"
+	apt_install "" curl
+}
+
 # ensure_chromium: the console's browser tests (cmd/api) drive Debian's
 # chromium headless; they look for it on PATH or at TEST_CHROMIUM.
 ensure_chromium() {
 	[[ -n ${TEST_CHROMIUM:-} ]] && return 0
 	command -v chromium >/dev/null && return 0
+	if [[ ${UUM_BROWSER_TESTS:-} == skip ]]; then
+		log "UUM_BROWSER_TESTS=skip: not installing Chromium; the console's browser tests skip"
+		return 0
+	fi
 	command -v apt-get >/dev/null ||
 		die "the console's browser tests drive Chromium: install it (macOS: brew install --cask chromium), or set TEST_CHROMIUM to its path"
 	apt_install TEST_CHROMIUM chromium
@@ -412,19 +433,20 @@ pg_cluster_dirs() {
 	return 0
 }
 
-# pg_drop_new_clusters BEFORE PORT: drop the clusters whose folder is not in
+# pg_drop_new_clusters BEFORE WHY: drop the clusters whose folder is not in
 # BEFORE (the list from before our apt-get install), that is the empty
 # "main" cluster the package has just created, and that the package may
 # have started on 5432 with password auth. Proof that we made it, not an
-# earlier install: its folder did not exist when our apt-get started.
+# earlier install: its folder did not exist when our apt-get started. WHY
+# says why the project does not need it.
 pg_drop_new_clusters() {
-	local before=$1 port=$2 d ver name cport
+	local before=$1 why=$2 d ver name cport
 	while IFS= read -r d; do
 		[[ -n $d ]] || continue
 		grep -qxF "$d" <<<"$before" && continue
 		name=${d##*/} ver=${d%/*} ver=${ver##*/}
 		cport=$(sed -n 's/^[[:space:]]*port[[:space:]]*=[[:space:]]*\([0-9]*\).*/\1/p' "$d/postgresql.conf" | head -n 1)
-		log "removing the empty cluster $ver/$name (port ${cport:-?}) that apt-get just created: the project runs its own on port $port (to get it back: pg_createcluster $ver $name --start)"
+		log "removing the empty cluster $ver/$name (port ${cport:-?}) that apt-get just created: $why (to get it back: pg_createcluster $ver $name --start)"
 		"${SUDO[@]}" pg_dropcluster --stop "$ver" "$name" >&2 9>&- ||
 			die "pg_dropcluster $ver $name failed"
 	done < <(pg_cluster_dirs)
@@ -448,17 +470,22 @@ pg_ensure_role() {
 		die "cannot create role $role"
 }
 
+# pg_install_server VAR WHY [VERSION]: install Debian's PostgreSQL server
+# package and drop the cluster it makes (pg_drop_new_clusters: WHY).
+pg_install_server() {
+	local before
+	before=$(pg_cluster_dirs)
+	apt_install "$1" postgresql
+	find_pg_bin "${3:-}" || die "PostgreSQL server binaries (initdb, pg_ctl) not found after installing"
+	pg_drop_new_clusters "$before" "$2"
+}
+
 pg_start_local() { # VAR host port
-	local var=$1 host=$2 port=$3 datadir ver="" before
+	local var=$1 host=$2 port=$3 datadir ver=""
 	datadir=$(pg_existing_datadir "$port")
 	[[ -n $datadir ]] && ver=$(<"$datadir/PG_VERSION")
 
-	if ! find_pg_bin "$ver"; then
-		before=$(pg_cluster_dirs)
-		apt_install "$var" postgresql
-		find_pg_bin "$ver" || die "PostgreSQL server binaries (initdb, pg_ctl) not found after installing"
-		pg_drop_new_clusters "$before" "$port"
-	fi
+	find_pg_bin "$ver" || pg_install_server "$var" "the project runs its own on port $port" "$ver"
 	# Only now: the package has created the postgres user.
 	[[ -n $datadir ]] || datadir=$(pg_new_datadir "$port")
 	local have=""
@@ -541,6 +568,23 @@ ensure_postgres() { # VAR
 	# Our own cluster trusts everyone but needs a role for the URL's user.
 	[[ -n ${PG_OURS[$host:$port]:-} ]] && pg_ensure_role "$host" "$port" "$role"
 	ensure_database "$var"
+}
+
+# ensure_pg_server_programs: the chaos round of the tests (cmd/chaos
+# TestShortRun) starts a PostgreSQL cluster of its own, whatever
+# TEST_DATABASE_URL points at, so it needs the server programs (initdb,
+# postgres) even where a PostgreSQL answers without them (in Docker, on
+# another host). They are a package, not a server: nothing is started.
+ensure_pg_server_programs() {
+	find_pg_bin && return 0
+	local why="the chaos round (cmd/chaos TestShortRun) starts a PostgreSQL cluster of its own and needs the server programs initdb and postgres"
+	if ! command -v apt-get >/dev/null; then
+		[[ ${CI:-} == true ]] && die "$why: install them (macOS: brew install postgresql)"
+		log "warning: $why, which are not installed: the round skips until you install them (macOS: brew install postgresql)"
+		return 0
+	fi
+	log "$why, which are not installed"
+	pg_install_server "" "uum needs only the server programs"
 }
 
 ensure_database() { # VAR (U_* still set from ensure_postgres)
@@ -647,10 +691,12 @@ all)
 	ensure_redis UUM_REDIS_URL
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
+	ensure_curl
 	ensure_chromium
 	ensure_promtool
 	ensure_postgres UUM_DATABASE_URL
 	ensure_postgres TEST_DATABASE_URL
+	ensure_pg_server_programs
 	;;
 run)
 	ensure_redis UUM_REDIS_URL
@@ -659,9 +705,11 @@ run)
 test)
 	ensure_redis TEST_REDIS_URL
 	ensure_redis_binary
+	ensure_curl
 	ensure_chromium
 	ensure_promtool
 	ensure_postgres TEST_DATABASE_URL
+	ensure_pg_server_programs
 	;;
 stop) stop_local ;;
 *)

@@ -48,6 +48,21 @@ func walkthrough(t *testing.T) (steps []step, program string) {
 	return steps, program
 }
 
+// missingMark starts the line the walkthrough's shell writes to stderr
+// for a command it cannot find.
+const missingMark = "uum-walkthrough: program not found: "
+
+// missingProgram returns the first program the walkthrough's shell could
+// not find, from its stderr.
+func missingProgram(stderr string) (string, bool) {
+	for line := range strings.Lines(stderr) {
+		if prog, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), missingMark); ok {
+			return prog, true
+		}
+	}
+	return "", false
+}
+
 // outputRE turns a shown output into a regexp of what it stands for: the
 // text as is, with each … standing for any text within one line.
 func outputRE(want string) *regexp.Regexp {
@@ -107,6 +122,9 @@ func TestQuickStart(t *testing.T) {
 	const marker = "\x1e-- end of block --\x1e"
 	var script strings.Builder
 	script.WriteString("set -eo pipefail\n")
+	// A program the walkthrough runs but the machine lacks (curl on a bare
+	// one) is named, not only found in bash's stderr behind a mismatch.
+	script.WriteString(`command_not_found_handle() { printf '` + missingMark + `%s\n' "$1" >&2; return 127; }` + "\n")
 	for _, s := range steps {
 		cmd := strings.ReplaceAll(s.cmd, "127.0.0.1:8080", addr)
 		cmd = binRE.ReplaceAllString(cmd, "${1}"+bin+"/")
@@ -120,6 +138,10 @@ func TestQuickStart(t *testing.T) {
 	var stderr strings.Builder
 	sh.Stderr = &stderr
 	got, err := sh.Output()
+	if prog, ok := missingProgram(stderr.String()); ok {
+		t.Fatalf("the README's walkthrough runs %[1]s, which is not installed: install %[1]s "+
+			"(scripts/services.sh test, which make test and .ci/run run, installs the programs the tests run)", prog)
+	}
 	outs := strings.Split(string(got), marker+"\n")
 	for i, s := range steps {
 		require.Greater(t, len(outs), i, "the walkthrough stopped before the block at README.md:%d: %v; stderr:\n%s", s.line, err, stderr.String())
