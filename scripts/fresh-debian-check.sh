@@ -7,8 +7,15 @@
 # with every UUM_*/TEST_* URL on a free port, so scripts/services.sh must
 # install PostgreSQL and Redis with apt-get and start its own servers.
 #
-#   sudo scripts/fresh-debian-check.sh [root|user|all]   (default: all)
+#   sudo scripts/fresh-debian-check.sh [ci|root|user|all]   (default: all)
 #
+# ci:   as CI runs it: as root, a git clone in /root/uum on a bare root (Go,
+#       git and ca-certificates only: no make, gcc or curl), `CI=true bash
+#       .ci/run </dev/null`, with TEST_DATABASE_URL at a PostgreSQL that
+#       answers but runs from another root (as one in Docker or on another
+#       host would), so the checked root has none of its server programs and
+#       scripts/services.sh must install them for the chaos round; then
+#       .ci/run again: the first and the second run's times.
 # root: as root, a git clone in /root/uum (the case the postgres user cannot
 #       enter): make run (healthz, POST an event, .bin/processor -once, the
 #       count), then make test with sentinel keys seeded in all 16 databases
@@ -19,10 +26,11 @@
 #       make test first, then make run as above.
 #
 # Not part of `make test`: it needs root, debootstrap and Debian's mirrors,
-# and takes 15-40 minutes. The pristine debootstrap output is cached in
-# .data/fresh-debian/base, and base plus the prerequisites (nothing of uum,
-# no PostgreSQL, no Redis) in prereq-<mode>; FRESH_REBOOTSTRAP=1 makes them
-# again. Every run copies prereq-<mode> to a new root-<mode>.
+# and takes 15-40 minutes a mode. The pristine debootstrap output is cached
+# in .data/fresh-debian/base, and base plus the prerequisites (nothing of
+# uum, no PostgreSQL, no Redis) in prereq-<mode>, and ci's PostgreSQL root
+# in pg-elsewhere; FRESH_REBOOTSTRAP=1 makes them again. Every run copies
+# prereq-<mode> to a new root-<mode>.
 # Logs: .data/fresh-debian/<mode>.log.
 #
 # The chroot shares this machine's network, so apt's own service start
@@ -68,13 +76,13 @@ cleanup() {
 		umount -R -l "${MOUNTED[i]}" 2>/dev/null || true
 	done
 	MOUNTED=()
-	# Servers started in the chroot outlive it: stop what is left.
-	if [[ -n ${CHROOT:-} ]]; then
-		local p
+	# Servers started in the chroots outlive them: stop what is left.
+	local p r
+	for r in ${CHROOT:+"$CHROOT"} ${PGROOT:+"$PGROOT"}; do
 		for p in /proc/[0-9]*; do
-			[[ $(readlink "$p/root" 2>/dev/null) == "$CHROOT" ]] && kill -9 "${p#/proc/}" 2>/dev/null
+			[[ $(readlink "$p/root" 2>/dev/null) == "$r" ]] && kill -9 "${p#/proc/}" 2>/dev/null
 		done
-	fi
+	done
 	return 0
 }
 trap cleanup EXIT
@@ -129,16 +137,12 @@ in_chroot() {
 		bash -euo pipefail -c "cd ~ && $*"
 }
 
-# prereqs MODE: the pristine base plus the README's prerequisites, made
-# once and cached in PREREQ (installing them takes minutes on a busy
-# machine); it holds no trace of uum.
-prereqs() {
-	local mode=$1 r
-	PREREQ="$WORK/prereq-$mode"
-	[[ -d $PREREQ ]] && return 0
-	r="$PREREQ.tmp"
+# new_root DIR: a copy of the pristine base in DIR, mounted, with Debian's
+# mirrors and no service starts on install.
+new_root() {
+	local r=$1
 	rm -rf --one-file-system "$r"
-	say "[$mode] copying the pristine base to ${r#"$ROOT"/}"
+	say "[$MODE] copying the pristine base to ${r#"$ROOT"/}"
 	cp -a "$WORK/base" "$r"
 	mount_into "$r"
 	cp /etc/resolv.conf "$r/etc/resolv.conf"
@@ -149,14 +153,33 @@ prereqs() {
 		deb $MIRROR $SUITE-updates main
 		deb ${MIRROR%/debian}/debian-security $SUITE-security main
 	EOF
-	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), make, gcc, ca-certificates, curl"
-	cp -a "$GOROOT_SRC" "$r/usr/local/go"
-	local extra=""
-	[[ $mode == root ]] && extra=git # a clone's owner has git (go build stamps VCS info)
-	[[ $mode == user ]] && extra=sudo
+}
+
+# apt_in ROOT LOG PACKAGE...: install packages in ROOT.
+apt_in() {
+	local r=$1 log=$2
+	shift 2
 	chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-		bash -c "apt-get update -q && apt-get install -y -q make gcc ca-certificates curl $extra && apt-get clean" >"$WORK/$mode-prereq.log" 2>&1 ||
-		die "[$mode] installing the prerequisites failed (see $WORK/$mode-prereq.log)"
+		bash -c "apt-get update -q && apt-get install -y -q $* && apt-get clean" >"$log" 2>&1 ||
+		die "[$MODE] installing $* failed (see $log)"
+}
+
+# prereqs MODE: the pristine base plus the README's prerequisites, made
+# once and cached in PREREQ (installing them takes minutes on a busy
+# machine); it holds no trace of uum. ci's are those of a bare CI
+# machine: no make, gcc or curl, which .ci/run must install.
+prereqs() {
+	local mode=$1 r pkgs="make gcc ca-certificates curl"
+	PREREQ="$WORK/prereq-$mode"
+	[[ -d $PREREQ ]] && return 0
+	r="$PREREQ.tmp"
+	new_root "$r"
+	[[ $mode == root ]] && pkgs+=" git" # a clone's owner has git (go build stamps VCS info)
+	[[ $mode == user ]] && pkgs+=" sudo"
+	[[ $mode == ci ]] && pkgs="ca-certificates git" # CI clones with git
+	say "[$mode] installing the prerequisites: Go (copied from $GOROOT_SRC), $pkgs"
+	cp -a "$GOROOT_SRC" "$r/usr/local/go"
+	apt_in "$r" "$WORK/$mode-prereq.log" "$pkgs"
 	cleanup
 	mv "$r" "$PREREQ"
 }
@@ -242,8 +265,11 @@ prepare() {
 		git -C "$ROOT" update-ref -d "$pin"
 		((ok)) || die "[$mode] git clone of $COMMIT failed"
 	fi
-	# Nothing but the prerequisites: no Postgres, no Redis.
-	for b in psql pg_ctl redis-server redis-cli; do
+	# Nothing but the prerequisites: no Postgres, no Redis (and for ci,
+	# none of what .ci/run must install).
+	local absent=(psql pg_ctl redis-server redis-cli)
+	[[ $mode == ci ]] && absent+=(make gcc curl)
+	for b in "${absent[@]}"; do
 		if chroot "$CHROOT" bash -c "command -v $b || ls /usr/lib/postgresql/*/bin/$b" >/dev/null 2>&1; then
 			die "[$mode] $b is already in the fresh root"
 		fi
@@ -370,6 +396,61 @@ stop_twice() { # USER DIR
 	[[ $out == *"nothing to stop"* ]] || die "[$MODE] a second services.sh stop did not say there was nothing to stop"
 }
 
+# pg_elsewhere_root: the base plus Debian's postgresql, made once and
+# cached in pg-elsewhere. Call it before prepare: its cleanup unmounts all.
+pg_elsewhere_root() {
+	PGROOT="$WORK/pg-elsewhere"
+	[[ -d $PGROOT ]] && return 0
+	new_root "$PGROOT.tmp"
+	apt_in "$PGROOT.tmp" "$WORK/pg-elsewhere.log" postgresql
+	cleanup
+	mv "$PGROOT.tmp" "$PGROOT"
+}
+
+# pg_elsewhere: a PostgreSQL on PG_PORT, running from pg-elsewhere, so the
+# checked root sees one answer with none of its programs. The cluster is
+# in that root's /tmp, a new tmpfs each run.
+pg_elsewhere() {
+	mount_into "$PGROOT"
+	local bin
+	bin=$(chroot "$PGROOT" bash -c 'ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1')
+	chroot "$PGROOT" runuser -u postgres -- "$bin/initdb" -D /tmp/pg -U postgres --auth=trust >>"$LOG" 2>&1 ||
+		die "[$MODE] initdb in ${PGROOT#"$ROOT"/} failed (log: $LOG)"
+	chroot "$PGROOT" runuser -u postgres -- "$bin/pg_ctl" -D /tmp/pg -l /tmp/pg/server.log -w \
+		-o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k /tmp" start >>"$LOG" 2>&1 ||
+		die "[$MODE] PostgreSQL in ${PGROOT#"$ROOT"/} did not start (log: $LOG)"
+	say "[$MODE] PostgreSQL from ${PGROOT#"$ROOT"/} answers on $PG_PORT"
+}
+
+check_ci() {
+	MODE=ci LOG="$WORK/ci.log"
+	: >"$LOG"
+	pg_elsewhere_root
+	prepare ci
+	set_urls
+	pg_elsewhere
+	TEST_DATABASE_URL="postgres://postgres@127.0.0.1:$PG_PORT/uum_test?sslmode=disable"
+	step ".ci/run (first run)" root "cd /root/uum && CI=true bash .ci/run </dev/null"
+	local b
+	for b in make gcc curl redis-server chromium promtool; do
+		in_chroot root "command -v $b" >/dev/null || die "[$MODE] .ci/run passed without $b?"
+	done
+	in_chroot root "ls /usr/lib/postgresql/*/bin/initdb" >/dev/null ||
+		die "[$MODE] .ci/run passed without PostgreSQL's server programs: the chaos round cannot have run"
+	[[ -z $(pg_cluster_dirs_in "$CHROOT") ]] || die "[$MODE] apt-get's cluster was left in the root: $(pg_cluster_dirs_in "$CHROOT")"
+	say "[$MODE] .ci/run installed make, gcc, curl, redis-server, chromium, promtool and PostgreSQL's server programs (no cluster)"
+	step ".ci/run (second run)" root "cd /root/uum && CI=true bash .ci/run </dev/null"
+	cleanup
+}
+
+pg_cluster_dirs_in() { # ROOT
+	local d
+	for d in "$1"/etc/postgresql/*/*/; do
+		[[ -f $d/postgresql.conf ]] && printf '%s\n' "${d#"$1"}"
+	done
+	return 0
+}
+
 check_root() {
 	MODE=root LOG="$WORK/root.log"
 	: >"$LOG"
@@ -404,12 +485,14 @@ check_user() {
 mode=${1:-all}
 base
 case $mode in
+ci) check_ci ;;
 root) check_root ;;
 user) check_user ;;
 all)
+	check_ci
 	check_root
 	check_user
 	;;
-*) die "usage: $0 [root|user|all]" ;;
+*) die "usage: $0 [ci|root|user|all]" ;;
 esac
 say "PASS ($mode) at $COMMIT"
