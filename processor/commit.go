@@ -147,7 +147,8 @@ func (d *Drainer) bisect(ctx context.Context, b *batch, rejected error) error {
 // even this dead letter, bare (store.DeadLetter.Bare), which it cannot
 // refuse for its data. A drain never gives up on one entry.
 func (d *Drainer) isolate(ctx context.Context, b *batch, rejected error) error {
-	d.logger.WarnContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", rejected)
+	// Per entry, so at debug: its dead letter's reason holds the error.
+	d.logger.DebugContext(ctx, "entry rejected by the database", "position", b.at.Offset, "error", rejected)
 	dl := NewDeadLetter([]byte(b.raw[0]), rejectedReason+rejected.Error(), b.at)
 	var err error
 	for _, dl := range []store.DeadLetter{dl, bare(dl)} {

@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testkit/statsdtest"
+	"github.com/uumhq/uum/internal/testkit/testenv"
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/store"
@@ -40,7 +42,7 @@ func TestCountersFile(t *testing.T) {
 	// drainer is a drainer counting with set (nil: no counters file) that
 	// checks it against the database's record.
 	drainer := func(b *countingBundle, set *rules.Set) *processor.Drainer {
-		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+		logger := debugLogger(b.logs)
 		opts := []processor.Option{processor.WithCountersRecord(b.store)}
 		if set != nil {
 			opts = append(opts, processor.WithCounters(set, 0))
@@ -76,6 +78,18 @@ func TestCountersFile(t *testing.T) {
 		require.NoError(t, drainer(b, exampleCounters(t)).CheckCounters(ctx), "the same file starts")
 		require.Equal(t, 1, strings.Count(b.logs.String(), "counters recorded"),
 			"only the drainer that recorded the file says so")
+	})
+
+	t.Run("InfoNamesTheFileNotEachCounter", func(t *testing.T) {
+		t.Parallel()
+		b := setupCounting(t)
+		info := testenv.NewBuffer(t, "info logs")
+		d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, slog.New(slog.NewTextHandler(info, nil)),
+			processor.WithCountersRecord(b.store), processor.WithCounters(b.set, 0))
+		require.NoError(t, d.CheckCounters(ctx))
+		require.Contains(t, info.String(), `msg="counters loaded"`)
+		require.Contains(t, info.String(), fmt.Sprintf("counters=%d", len(b.set.Names())))
+		require.NotContains(t, info.String(), "account.connected", "what each counter counts is at debug")
 	})
 
 	t.Run("DifferentFileRefusesToStart", func(t *testing.T) {

@@ -300,11 +300,11 @@ func (d *Drainer) reportCounted(ctx context.Context, b *batch, now time.Time) {
 		e := b.tracked[dup.Index].TrackedEvent
 		steps := d.counters.Steps(e)
 		if len(steps) == 0 {
-			d.logger.InfoContext(ctx, "duplicate event dropped", "eventId", e.ID, "type", e.Type,
+			d.logger.DebugContext(ctx, "duplicate event dropped", "eventId", e.ID, "type", e.Type,
 				"first_seen_at", dup.FirstSeenAt, "result", "DROPPED_DUPLICATE")
 		}
 		for _, s := range steps {
-			d.logger.InfoContext(ctx, "duplicate event dropped", "counterName", s.Counter.Name,
+			d.logger.DebugContext(ctx, "duplicate event dropped", "counterName", s.Counter.Name,
 				"dimensionKey", hex.EncodeToString(s.Key.Hash[:]), "eventId", e.ID, "op", opName(s.Delta),
 				"first_seen_at", dup.FirstSeenAt, "result", "DROPPED_DUPLICATE")
 		}

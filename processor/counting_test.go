@@ -49,7 +49,7 @@ func setupCounting(t *testing.T) *countingBundle {
 
 func (b *countingBundle) drain(t *testing.T) processor.Summary {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(b.logs, nil))
+	logger := debugLogger(b.logs)
 	sum, err := b.drainer(b.stats.Client, logger).DrainAll(context.Background())
 	require.NoError(t, err)
 	return sum

@@ -425,7 +425,9 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 	return step("trim", trimErr)
 }
 
-// warnDeadLettered logs each dead letter the commit stored, once: a batch
+// warnDeadLettered logs each dead letter the commit stored, once, at
+// debug: the run's summary line counts them, and each one's row holds its
+// reason (one warning per entry drowned the log: 47 lines for 47). A batch
 // committed again (its trim failed, the drainer crashed) finds its dead
 // letters stored and says nothing more.
 func (d *Drainer) warnDeadLettered(ctx context.Context, b *batch) {
@@ -438,7 +440,7 @@ func (d *Drainer) warnDeadLettered(ctx context.Context, b *batch) {
 	}
 	for _, dl := range b.dead {
 		if stored[dl.CorrelationID] {
-			d.logger.WarnContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
+			d.logger.DebugContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
 		}
 	}
 }

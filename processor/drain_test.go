@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -74,8 +76,12 @@ func setupOn(t testing.TB, pool *pgxpool.Pool, newRedis func(testing.TB) (*redis
 }
 
 func (b *testBundle) drainer() *processor.Drainer {
-	logger := slog.New(slog.NewTextHandler(b.logs, nil))
-	return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, logger)
+	return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, debugLogger(b.logs))
+}
+
+// debugLogger logs everything to w, the per-entry lines at debug too.
+func debugLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func (b *testBundle) drain(t *testing.T) processor.Summary {
@@ -296,6 +302,30 @@ func users(n int) []uum.UUID {
 		out[i] = uum.NewUUID()
 	}
 	return out
+}
+
+// TestLogsOneLinePerRun keeps a run's log at info to its summary line:
+// the lines per entry (a dead letter, a duplicate, an entry the database
+// refused) are at debug, and the rows hold the details. 47 dead letters
+// wrote 47 warnings.
+func TestLogsOneLinePerRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, redistest.Real)
+	b.pushEvents(t, pairs(users(2), "a")...)
+	b.push(t, "garbage-0", "garbage-1", "garbage-2")
+	info := testenv.NewBuffer(t, "info logs")
+	d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client, slog.New(slog.NewTextHandler(info, nil)))
+	sum, err := d.Drain(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, sum.DeadLettered)
+	lines := strings.Split(strings.TrimSpace(info.String()), "\n")
+	require.Len(t, lines, 1, info.String())
+	require.Contains(t, lines[0], `msg="drain finished"`)
+	require.Contains(t, lines[0], "dead_lettered=3")
+
+	b.push(t, "garbage-3")
+	b.drain(t)
+	require.Contains(t, b.logs.String(), `level=DEBUG msg="event dead-lettered"`, "each one is at debug")
 }
 
 func TestDrain(t *testing.T) {
@@ -767,7 +797,7 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		b := setup(t, newRedis)
 		drainer := func() *processor.Drainer {
 			return processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client,
-				slog.New(slog.NewTextHandler(b.logs, nil)), processor.WithNameLimit(b.store, 3))
+				debugLogger(b.logs), processor.WithNameLimit(b.store, 3))
 		}
 		u := users(3)
 		b.pushEvents(t, pairs(u[:1], "a", "b")...)

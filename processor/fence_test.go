@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func TestResumedDrainerWritesNothingTwice(t *testing.T) {
 		// A takes the lease and freezes before its first read.
 		paused := &pausedSource{List: b.buf, acquired: make(chan struct{}), resume: make(chan struct{})}
 		frozenDB := &faultyStore{next: b.store}
-		logger := slog.New(slog.NewTextHandler(b.logs, nil))
+		logger := debugLogger(b.logs)
 		frozen := processor.NewDrainer(b.cfg, paused, b.seen, frozenDB, nil, logger)
 		type result struct {
 			sum processor.Summary
