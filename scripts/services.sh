@@ -282,7 +282,7 @@ ensure_redis_binary() {
 	apt_install TEST_REDIS_SERVER redis-server redis-tools
 }
 
-# ensure_curl: TestQuickStart (internal/docstest) runs the README's
+# ensure_curl: TestQuickStart (internal/testkit/docstest) runs the README's
 # walkthrough, whose commands are curl's.
 ensure_curl() {
 	command -v curl >/dev/null && return 0
