@@ -405,7 +405,7 @@ func pgState(state, waitType, wait, query string) int {
 	switch {
 	case state == "idle":
 		return -1
-	case waitType == "Lock" && strings.HasPrefix(query, "UPDATE uum_instance SET drain_seq"):
+	case waitType == "Lock" && strings.Contains(query, "UPDATE uum_instance SET drain_seq"):
 		return 1
 	case waitType == "Lock":
 		return 2
