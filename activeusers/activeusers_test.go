@@ -1,6 +1,7 @@
 package activeusers_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -230,7 +231,7 @@ func TestBounds(t *testing.T) {
 	t.Parallel()
 	today := day(t, "2026-06-30")
 	field := func(err error) string {
-		ve, ok := err.(*uum.ValidationError)
+		ve, ok := errors.AsType[*uum.ValidationError](err)
 		require.True(t, ok, "%v", err)
 		return ve.Field
 	}

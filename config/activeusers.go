@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+
 	// The zone database inside the binaries: a slim container image has
 	// no /usr/share/zoneinfo, and UUM_REPORT_TIMEZONE must mean the same
 	// wherever the drain and the API run.

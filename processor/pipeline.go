@@ -52,7 +52,7 @@ func sameCause(err, run error) bool {
 func rootCause(err error) error {
 	for {
 		var next error
-		switch u := err.(type) {
+		switch u := err.(type) { //nolint:errorlint // walks the chain itself, one link a turn
 		case interface{ Unwrap() error }:
 			next = u.Unwrap()
 		case interface{ Unwrap() []error }:
