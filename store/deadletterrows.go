@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"time"
 
 	"github.com/uumhq/uum"
@@ -20,9 +19,6 @@ type DeadLetter struct {
 	EventName string
 	UserID    *uum.UUID
 }
-
-// ErrNotFound is returned when a requested record does not exist.
-var ErrNotFound = errors.New("uum: not found")
 
 // Dead-letter statuses. A dead letter is open until it is replayed or
 // deleted; closed rows are kept until the retention purge.
@@ -73,35 +69,3 @@ type RunFailure struct {
 	Reason        string
 	Attempts      int
 }
-
-// Drift is a materialised unique-user total that disagrees with the rows
-// it is derived from.
-type Drift struct {
-	EventName string `json:"event_name"`
-	// Stored is the total in unique_event_totals (0 when the row is
-	// missing), Actual the number of rows in unique_user_events.
-	Stored int64 `json:"stored"`
-	Actual int64 `json:"actual"`
-}
-
-// Diff is Actual - Stored: what a repair adds.
-func (d Drift) Diff() int64 { return d.Actual - d.Stored }
-
-// DayDrift is a day of unique_event_days, one event's new users on one
-// UTC day, that disagrees with the first-seen times of its rows.
-type DayDrift struct {
-	EventName string `json:"event_name"`
-	// Day is the UTC date, YYYY-MM-DD.
-	Day string `json:"day"`
-	// Stored is the stored count (0 when the row is missing), Actual the
-	// number of pairs first seen that day.
-	Stored int64 `json:"stored"`
-	Actual int64 `json:"actual"`
-	// StoredByHour and ActualByHour split them by UTC hour: a day can
-	// drift with the right total in the wrong hours.
-	StoredByHour [24]int64 `json:"stored_by_hour"`
-	ActualByHour [24]int64 `json:"actual_by_hour"`
-}
-
-// Diff is Actual - Stored: what a repair adds to the day.
-func (d DayDrift) Diff() int64 { return d.Actual - d.Stored }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Bounds of the dead-letter text columns derived from input. Every such
@@ -199,4 +200,42 @@ func (s *Store) DeadLettered(ctx context.Context, ids []string) ([]string, error
 		return nil, fmt.Errorf("find dead letters: %w", interpret(err))
 	}
 	return found, nil
+}
+
+// InsertDeadLetters stores poison entries and returns the correlation ids
+// of those it stored. A correlation id already stored (the same entry,
+// re-run after a crash) is skipped and not returned. Every text column
+// goes through safeText.
+func InsertDeadLetters(ctx context.Context, db DBTX, dls []DeadLetter) ([]string, error) {
+	if len(dls) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(dls))
+	raws := make([][]byte, len(dls))
+	reasons := make([]string, len(dls))
+	names := make([]pgtype.Text, len(dls))
+	users := make([]pgtype.UUID, len(dls))
+	for i, d := range dls {
+		ids[i], raws[i] = safeText(d.CorrelationID, maxIDText), d.Raw
+		reasons[i] = safeText(d.Reason, maxReasonText)
+		if d.EventName != "" {
+			names[i] = pgtype.Text{String: safeText(d.EventName, maxEventNameText), Valid: true}
+		}
+		if d.UserID != nil {
+			users[i] = pgtype.UUID{Bytes: *d.UserID, Valid: true}
+		}
+	}
+	rows, err := db.Query(ctx, `
+		INSERT INTO dead_letters (correlation_id, raw, reason, event_name, user_id)
+		SELECT * FROM unnest($1::text[], $2::bytea[], $3::text[], $4::text[], $5::uuid[])
+		ON CONFLICT (correlation_id) DO NOTHING
+		RETURNING correlation_id`, ids, raws, reasons, names, users)
+	if err != nil {
+		return nil, fmt.Errorf("insert dead letters: %w", err)
+	}
+	stored, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert dead letters: %w", err)
+	}
+	return stored, nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/uumhq/uum"
 )
 
 // DrainCommit identifies one drain commit: its place in the drain
@@ -255,4 +257,42 @@ func scanCounters(row pgx.Row) (CountersRecord, bool, error) {
 	}
 	rec.Fingerprint, rec.RecordedAt, rec.RecordedBy = fp.String, at.Time, by.String
 	return rec, fp.Valid, nil
+}
+
+// InstanceID returns the identity of this database, created by the
+// migrations. Redis state that only holds against this database is keyed
+// by it.
+func (s *Store) InstanceID(ctx context.Context) (uum.UUID, error) {
+	var id [16]byte
+	if err := s.pool.QueryRow(ctx, `SELECT id FROM uum_instance`).Scan(&id); err != nil {
+		return uum.UUID{}, fmt.Errorf("instance id: %w", interpret(err))
+	}
+	return id, nil
+}
+
+// SeenCacheEpoch returns the seen-cache's current epoch, part of its key
+// scope: cache entries written under another epoch are never read.
+func (s *Store) SeenCacheEpoch(ctx context.Context) (int64, error) {
+	var epoch int64
+	if err := s.pool.QueryRow(ctx, `SELECT seen_cache_epoch FROM uum_instance`).Scan(&epoch); err != nil {
+		return 0, fmt.Errorf("seen cache epoch: %w", interpret(err))
+	}
+	return epoch, nil
+}
+
+// ResetSeenCache sets a new seen-cache epoch and returns it, so every
+// process drops the cache within its scope refresh interval. The epoch is
+// the current time in microseconds (and always above the last): after a
+// restore brought an old epoch back, a reset still lands on one never
+// used before, whose keys cannot be in Redis.
+func (s *Store) ResetSeenCache(ctx context.Context) (int64, error) {
+	var epoch int64
+	err := s.pool.QueryRow(ctx, `
+		UPDATE uum_instance
+		SET seen_cache_epoch = greatest(seen_cache_epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+		RETURNING seen_cache_epoch`).Scan(&epoch)
+	if err != nil {
+		return 0, fmt.Errorf("reset seen cache: %w", interpret(err))
+	}
+	return epoch, nil
 }
