@@ -6,12 +6,15 @@ import (
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testkit/dbtest"
+	"github.com/uumhq/uum/internal/testkit/redistest"
+	"github.com/uumhq/uum/internal/testkit/zonetest"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -81,4 +84,50 @@ func TestActiveUsersFromPostgres(t *testing.T) {
 	m, err := client.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: uniqueevents.ActiveQuery{From: "2026-01-05", To: "2026-01-05"}, Periods: 1})
 	require.NoError(t, err)
 	require.Equal(t, []activeusers.Cell{{Offset: 1, Start: activeusers.DayOf(day("2026-01-06"), time.UTC), Users: 2}}, m.Rows[0].Retained)
+}
+
+// TestActiveUsersInReportZone reads with Open's UUM_REPORT_TIMEZONE, in a
+// zone whose date is not UTC's: today, partial and the days to come are
+// the zone's, the days the drain files events under.
+func TestActiveUsersInReportZone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dbURL := dbtest.Schema(t)
+	zoneName, zone := zonetest.OtherDay(t, time.Now())
+	today := activeusers.DayOf(time.Now(), zone)
+	user := uum.NewUUID()
+	require.NoError(t, store.New(pool).InTx(ctx, func(tx pgx.Tx) error {
+		var id int32
+		if err := tx.QueryRow(ctx, `INSERT INTO event_names (name) VALUES ('login') RETURNING id`).Scan(&id); err != nil {
+			return err
+		}
+		n, err := store.UserNumbers(ctx, tx, []uum.UUID{user})
+		if err != nil {
+			return err
+		}
+		return store.AddActiveUsers(ctx, tx, []store.ActiveUsers{
+			{EventID: id, Day: today.Date(), Users: roaring.BitmapOf(n[user])},
+			{EventID: store.AnyEvent, Day: today.Date(), Users: roaring.BitmapOf(n[user])},
+		})
+	}))
+	client, err := uniqueevents.Open(ctx, config.Config{
+		Database: config.Database{URL: dbURL},
+		Redis:    config.Redis{URL: redistest.URL(), KeyPrefix: redistest.Prefix(t)},
+		Active:   config.ActiveUsers{ReportTimezone: zoneName},
+	}, nil)
+	require.NoError(t, err)
+	defer client.Close()
+
+	got, err := client.ActiveUsers(ctx, uniqueevents.ActiveQuery{EventNames: []string{"login"}, From: today.String(), To: (today + 5).String()})
+	require.NoError(t, err)
+	require.Equal(t, uniqueevents.ActiveTotal{EventNames: []string{"login"}, From: today.String(), To: today.String(), ActiveUsers: 1, Partial: true}, got)
+
+	points, err := client.ActiveSeries(ctx, uniqueevents.ActiveQuery{From: (today - 1).String(), To: (today + 1).String()}, "day")
+	require.NoError(t, err)
+	require.Equal(t, []activeusers.Point{{Start: today - 1}, {Start: today, ActiveUsers: 1, Partial: true}}, points)
+
+	_, err = client.ActiveUsers(ctx, uniqueevents.ActiveQuery{From: (today + 1).String(), To: (today + 1).String()})
+	var ve *uum.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "from", ve.Field)
 }

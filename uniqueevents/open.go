@@ -79,7 +79,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 		buffer.WaitReplicas(cfg.Redis.PushWaitReplicas))
 	closers = append(closers, pusher.Close)
 
-	c, err := New(cfg.Events, pusher, nil, nil, stats, logger)
+	c, err := New(cfg.Events, pusher, nil, nil, stats, logger, WithReportZone(cfg.Active.Location()))
 	if err != nil {
 		return nil, err
 	}

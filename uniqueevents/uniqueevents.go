@@ -177,8 +177,8 @@ const (
 // buf LogEvents returns an error, without db EventLogged does; without seen
 // EventLogged asks db directly, without stats no timing is sent and
 // without logger nothing is logged. New returns an error for a configuration config.Load
-// would reject.
-func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.ClientInterface, logger *slog.Logger) (*Client, error) {
+// would reject. opts set what config.Events does not hold (WithReportZone).
+func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.ClientInterface, logger *slog.Logger, opts ...ClientOption) (*Client, error) {
 	policy, err := uum.NewNamePolicy(cfg.Names)
 	if err != nil {
 		return nil, fmt.Errorf("event names: %w", err)
@@ -197,7 +197,7 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{
+	c := &Client{
 		disabled:        cfg.Disabled,
 		policy:          policy,
 		tracked:         tracked,
@@ -212,7 +212,28 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		activeCache:     activeusers.NewCache(DefaultActiveCacheBytes),
 		stats:           stats,
 		logger:          logger,
-	}, nil
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// ClientOption sets up a Client made by New.
+type ClientOption func(*Client)
+
+// WithReportZone makes the active-user reads count days in zone
+// (UUM_REPORT_TIMEZONE, config.ActiveUsers.Location): which day is today,
+// and so partial, and which days are to come. It must be the zone the
+// drain files days in; nil is UTC, the default. Open sets it from its
+// config.
+func WithReportZone(zone *time.Location) ClientOption {
+	return func(c *Client) {
+		if zone == nil {
+			zone = time.UTC
+		}
+		c.reportZone = zone
+	}
 }
 
 // newReaders returns what reads ask, nil without a store: the cache alone

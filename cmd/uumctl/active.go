@@ -41,10 +41,9 @@ func runActiveUsers(ctx context.Context, c *cli, args []string) error {
 		"--retention day|week|month a retention matrix (--cohort active|new, --periods N).\n"+
 		"Today is marked partial. An event never seen exits 1 naming it.\n")
 	var f activeFlags
-	today := time.Now().UTC()
 	fs.Var(&f.events, "event", "an event name (repeatable); none: every event")
-	fs.StringVar(&f.from, "from", today.AddDate(0, 0, -29).Format(time.DateOnly), "first day, YYYY-MM-DD")
-	fs.StringVar(&f.to, "to", today.Format(time.DateOnly), "last day, YYYY-MM-DD")
+	fs.StringVar(&f.from, "from", "", "first day, YYYY-MM-DD (default 29 days before --to)")
+	fs.StringVar(&f.to, "to", "", "last day, YYYY-MM-DD (default today in UUM_REPORT_TIMEZONE)")
 	fs.StringVar(&f.period, "period", "", "day, week or month: a series")
 	fs.IntVar(&f.rolling, "rolling", 0, "7, 28 or 30: the window ending on each day")
 	fs.BoolVar(&f.stickiness, "stickiness", false, "each day's DAU over its 30-day window")
@@ -72,11 +71,29 @@ func runActiveUsers(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	f.defaultRange(time.Now(), deps.Config.Active.Location())
 	err = c.activeUsers(ctx, client, f)
 	if _, bad := errors.AsType[*uum.ValidationError](err); bad {
 		return fmt.Errorf("%w: %w", app.ErrUsage, err) // a flag's value: exit 2
 	}
 	return err
+}
+
+// defaultRange sets the days not given: --to today in zone (the drain's
+// days, so today is the day it files events under now), --from 29 days
+// before --to.
+func (f *activeFlags) defaultRange(now time.Time, zone *time.Location) {
+	today := activeusers.DayOf(now, zone)
+	if f.to == "" {
+		f.to = today.String()
+	}
+	if f.from == "" {
+		to, err := activeusers.ParseDay("to", f.to)
+		if err != nil {
+			to = today // the read names the bad --to
+		}
+		f.from = (to - 29).String()
+	}
 }
 
 // activeUsers runs the read the flags ask for and prints it.

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/internal/testkit/testenv"
+	"github.com/uumhq/uum/internal/testkit/zonetest"
 	"github.com/uumhq/uum/store"
 )
 
@@ -71,4 +73,27 @@ func TestActiveUsers(t *testing.T) {
 	_, errOut, code = uumctlErr(t, stack.Env, append([]string{"active-users", "--period", "year"}, rng...)...)
 	require.Equal(t, 2, code, errOut)
 	require.Contains(t, errOut, "period")
+}
+
+// TestActiveUsersInReportZone: without --from and --to, the range ends on
+// today in UUM_REPORT_TIMEZONE, which is not UTC's date here, and today
+// is partial (the API's reads are built by the same app.Producer).
+func TestActiveUsersInReportZone(t *testing.T) {
+	t.Parallel()
+	stack := testenv.New(t)
+	ctx := context.Background()
+	zoneName, zone := zonetest.OtherDay(t, time.Now())
+	stack.Env["UUM_REPORT_TIMEZONE"] = zoneName
+	today := activeusers.DayOf(time.Now(), zone)
+	require.NoError(t, store.New(stack.Pool).InTx(ctx, func(tx pgx.Tx) error {
+		a := uum.NewUUID()
+		n, err := store.UserNumbers(ctx, tx, []uum.UUID{a})
+		if err != nil {
+			return err
+		}
+		return store.AddActiveUsers(ctx, tx, []store.ActiveUsers{{EventID: store.AnyEvent, Day: today.Date(), Users: roaring.BitmapOf(n[a])}})
+	}))
+	out, code := uumctl(t, stack.Env, "active-users", "--json")
+	require.Equal(t, 0, code, out)
+	require.JSONEq(t, `{"event_names":[],"from":"`+(today-29).String()+`","to":"`+today.String()+`","active_users":1,"partial":true}`, out)
 }
