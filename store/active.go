@@ -36,11 +36,14 @@ type ActiveUsers struct {
 // order) that have no number yet. Only those: ON CONFLICT still consumes
 // identity values, and each one burnt is a hole in every bitmap's number
 // space. The conflict clause is for a concurrent drain that numbers the
-// same user first: this one waits for it and skips the user.
+// same user first: this one waits for it and skips the user. NOT IN over
+// an uncorrelated subquery, as registerMissingSQL: Citus refuses a
+// correlated one when FROM holds a set-returning function, on any kind of
+// table (docs/scaling.md).
 const addUserNumbersSQL = `
 INSERT INTO user_numbers (user_id)
 SELECT u FROM unnest($1::uuid[]) AS x(u)
-WHERE NOT EXISTS (SELECT 1 FROM user_numbers n WHERE n.user_id = x.u)
+WHERE u NOT IN (SELECT user_id FROM user_numbers WHERE user_id = ANY($1::uuid[]))
 ORDER BY u
 ON CONFLICT (user_id) DO NOTHING`
 

@@ -17,10 +17,11 @@ import (
 	"github.com/uumhq/uum/store"
 )
 
-// TestCitusRefusedForms runs what a drain, the counters, reconciliation
-// (with drift to repair), a backfill, a run failure and the reads send, on
-// a pool that records every statement, and fails if one takes a form
-// Citus 13 refuses on the layout of docs/scaling.md (citusRefused). Each
+// TestCitusRefusedForms runs what a drain, the counters, the active-user
+// sets, reconciliation (with drift to repair), a backfill, a run failure
+// and the reads send, on a pool that records every statement, and fails
+// if one takes a form Citus 13 refuses on the layout of docs/scaling.md
+// (citusRefused), whatever kind of table the statement writes. Each
 // form was found running uum on a real Citus cluster; this keeps them
 // from coming back on machines without one.
 func TestCitusRefusedForms(t *testing.T) {
@@ -57,6 +58,18 @@ func TestCitusRefusedForms(t *testing.T) {
 	require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error { // the name cap's admission
 		return store.AdmitNames(ctx, tx, []string{"forms_c"}, 10)
 	}))
+	for range 2 { // active users: the second time every user has a number
+		require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error {
+			return store.AddActivity(ctx, tx, []store.Activity{
+				{User: pairs[0].UserID, Name: "forms_a", Day: day}, {User: pairs[2].UserID, Name: "forms_d", Day: day}})
+		}))
+	}
+	compacted, err := st.CompactActiveUsers(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 3, compacted)
+	active, err := st.ActiveUserDays(ctx, []string{"forms_a", "forms_d"}, day, day)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), active[0].GetCardinality())
 	_, _, err = st.Backfill(ctx, nil, []store.DatedPair{{Pair: pairs[1].Pair, CreatedAt: day.Add(2 * time.Hour)}})
 	require.NoError(t, err)
 
