@@ -28,11 +28,12 @@ func main() {
 }
 
 const about = `chaos runs the uum api and processor binaries against a private Redis
-(AOF on) and a private Postgres cluster, started on free loopback ports in a
-temporary folder and removed afterwards. Each round buffers a known workload
-(user events with duplicates, tracked events with repeated ids, about 1 %
-poison) and drains it while killing drainers (kill -9 at random and at
-failpoints), stopping them past their lease, crashing Redis and stopping
+(AOF on) and a private Postgres cluster (or, with -citus-url, a Citus
+coordinator's database), started on free loopback ports in a temporary
+folder and removed afterwards. Each round buffers a known workload (user
+events with duplicates, tracked events with repeated ids, about 1 % poison)
+and drains it while killing drainers (kill -9 at random and at failpoints),
+stopping them past their lease, crashing Redis and stopping the private
 Postgres -m immediate; then it checks rows, totals, counters, windows, the
 duplicate audit, dead letters, statsd and the buffer against the truth.
 Exit status: 0 nothing lost or doubled, 1 a loss, a double or a failure of
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.RedisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&cfg.PostgresBin, "pg-bin", "", "folder of initdb and postgres (empty: PATH, then /usr/lib/postgresql/*/bin)")
 	fs.StringVar(&cfg.TempDir, "tmp", "", "folder for the run's temporary folder (empty: the system's)")
+	fs.StringVar(&cfg.CitusURL, "citus-url", "", "a database on a Citus coordinator to run the rounds' schemas in, placed as docs/scaling.md says, instead of a private Postgres (no postgres-immediate fault)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the run's folder (logs, data) and failed rounds' schemas")
 	fs.SetOutput(stderr)
 	fs.Usage = func() {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,13 @@ type Config struct {
 	RedisServer, PostgresBin string
 	// TempDir is where the run's folder is made (default os.TempDir).
 	TempDir string
+	// CitusURL, if set, names a database on a Citus coordinator set up
+	// as docs/scaling.md says (the extension on every node, the workers
+	// added). The rounds' schemas are made there and placed as that
+	// page says, instead of in a Postgres of the harness's own. The
+	// harness does not own that server, so it never stops it: no
+	// postgres-immediate fault.
+	CitusURL string
 	// Keep keeps the run's folder (logs, data) and the schemas of failed
 	// rounds instead of removing them.
 	Keep bool
@@ -88,7 +96,7 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("redis-server: %w (install redis-server or pass its path)", err)
 	}
 	c.RedisServer = path
-	if c.PostgresBin == "" {
+	if c.PostgresBin == "" && c.CitusURL == "" {
 		if c.PostgresBin, err = FindPostgres(); err != nil {
 			return err
 		}
@@ -159,6 +167,9 @@ type harness struct {
 	pg           *postgresCluster
 	rdb          *redis.Client
 	baseEnv      []string
+	// schemaPrefix starts the rounds' schema names: a run of its own on
+	// a Citus database others may use.
+	schemaPrefix string
 }
 
 // Run starts the servers in a temporary folder, runs rounds until a limit
@@ -171,7 +182,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (sum Summary, err error
 	}
 	start := time.Now()
 	sum = Summary{Seed: cfg.Seed, Faults: map[string]int{}}
-	h := &harness{cfg: cfg}
+	h := &harness{cfg: cfg, schemaPrefix: "chaos_"}
+	if cfg.CitusURL != "" {
+		h.schemaPrefix = fmt.Sprintf("chaos_%08x_", rand.Uint32())
+	}
 	if h.dir, err = os.MkdirTemp(cfg.TempDir, "uum-chaos-"); err != nil {
 		return sum, fmt.Errorf("run folder: %w", err)
 	}
@@ -255,6 +269,9 @@ func (h *harness) start(ctx context.Context) error {
 		return err
 	}
 	h.rdb = redis.NewClient(&redis.Options{Addr: h.redis.addr(), ContextTimeoutEnabled: true, MaxRetries: 5})
+	if h.cfg.CitusURL != "" {
+		return nil
+	}
 	if h.pg, err = startPostgres(ctx, h.cfg.PostgresBin, filepath.Join(h.dir, "postgres")); err != nil {
 		return err
 	}
@@ -267,6 +284,14 @@ func (h *harness) start(ctx context.Context) error {
 		return fmt.Errorf("create database %s: %w", database, err)
 	}
 	return nil
+}
+
+// dbURL is the URL of the database the rounds' schemas live in.
+func (h *harness) dbURL() string {
+	if h.cfg.CitusURL != "" {
+		return h.cfg.CitusURL
+	}
+	return h.pg.url(database)
 }
 
 // binaries builds the api and processor into the run's folder, unless

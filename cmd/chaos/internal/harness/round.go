@@ -118,7 +118,7 @@ func newRound(h *harness, n int) (*round, error) {
 		batch:    []int{20, 50, 100}[rng.IntN(3)],
 		fsync:    FsyncAlways,
 		prefix:   roundPrefix(n),
-		schema:   fmt.Sprintf("chaos_round_%d", n),
+		schema:   fmt.Sprintf("%sround_%d", h.schemaPrefix, n),
 		logDir:   filepath.Join(h.dir, "logs", fmt.Sprintf("round-%04d", n)),
 		truth:    newTruth(),
 		faults:   map[string]int{},
@@ -144,6 +144,9 @@ func (r *round) run(ctx context.Context) (*roundResult, error) {
 	}
 	defer r.stopAPI()
 	if err := r.refuseInDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.place(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.buffer(ctx); err != nil {
@@ -207,7 +210,7 @@ func (r *round) prepare(ctx context.Context) error {
 		return err
 	}
 	r.env = append(slices.Clone(r.h.baseEnv),
-		"UUM_DATABASE_URL="+r.h.pg.url(database),
+		"UUM_DATABASE_URL="+r.h.dbURL(),
 		"UUM_DATABASE_SCHEMA="+r.schema,
 		"UUM_REDIS_URL=redis://"+r.h.redis.addr()+"/0",
 		"UUM_KEY_PREFIX="+r.prefix,
@@ -224,6 +227,9 @@ func (r *round) prepare(ctx context.Context) error {
 		"UUM_DRAIN_LEASE_TTL="+leaseTTL.String(),
 		"UUM_DRAIN_MAX_RETRY=1",
 	)
+	if r.h.cfg.CitusURL != "" {
+		r.env = append(r.env, citusEnv...)
+	}
 	r.push = &pusher{http: &http.Client{Timeout: 10 * time.Second}, base: "http://127.0.0.1:" + strconv.Itoa(apiPort),
 		token: apiToken, rdb: r.h.rdb}
 	for shard := range r.shards {
@@ -337,7 +343,7 @@ func waitLine(ctx context.Context, p *proc, marker string) error {
 
 // connect opens a connection to the round's schema.
 func (r *round) connect(ctx context.Context) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(r.h.pg.url(database))
+	cfg, err := pgx.ParseConfig(r.h.dbURL())
 	if err != nil {
 		return nil, err
 	}
@@ -604,7 +610,7 @@ func (r *round) inject(ctx context.Context, until time.Time) {
 				r.fault(faultAPI)
 			}
 		default:
-			if r.h.pg.crash() {
+			if r.h.pg != nil && r.h.pg.crash() {
 				r.fault(faultPostgres)
 				_ = sleep(ctx, r.rng.dur(0, time.Second))
 				r.restart("postgres", r.h.pg.start)
@@ -669,7 +675,9 @@ func (r *round) fail(err error) {
 // the drainers to empty the buffer.
 func (r *round) settle(ctx context.Context) error {
 	r.restart("redis", r.h.redis.start)
-	r.restart("postgres", r.h.pg.start)
+	if r.h.pg != nil {
+		r.restart("postgres", r.h.pg.start)
+	}
 	r.mu.Lock()
 	for p := range r.procs {
 		p.signal(syscall.SIGCONT)
