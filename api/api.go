@@ -28,14 +28,17 @@ import (
 // *uniqueevents.Client satisfies it.
 type EventLogger interface {
 	// LogEvents buffers names for user and returns the names buffered. It
-	// returns a *uum.ValidationError, naming the field, for bad input and
-	// then buffers nothing; any other error means the buffer failed, and
+	// returns a *uum.ValidationError, naming the field, for bad input or a
+	// *uniqueevents.EntryTooLargeError for an entry over uum.MaxEntryBytes,
+	// and then buffers nothing; any other error means the buffer failed, and
 	// it wraps uniqueevents.ErrMaybeBuffered when the names may be
 	// buffered all the same. An empty list means logging is disabled.
 	LogEvents(ctx context.Context, user uniqueevents.User, names []string, opts ...uniqueevents.Option) ([]string, error)
 	// Track buffers tracked events, all or none, and returns their ids
 	// (empty when logging is disabled). It returns a *uum.ValidationError
-	// naming "events[i].field" for bad input; any other error means the
+	// naming "events[i].field" for bad input, a
+	// *uniqueevents.EntryTooLargeError naming "events[i]" for an event
+	// whose entry is over uum.MaxEntryBytes; any other error means the
 	// buffer failed, wrapping uniqueevents.ErrMaybeBuffered when the events
 	// may be buffered all the same.
 	Track(ctx context.Context, events ...uniqueevents.TrackedEvent) ([]string, error)

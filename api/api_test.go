@@ -68,8 +68,14 @@ func (f *fakeEvents) LogEvents(_ context.Context, user uniqueevents.User, names 
 	return names, nil
 }
 
+// Track returns err if set: other track tests use the real client.
 func (f *fakeEvents) Track(context.Context, ...uniqueevents.TrackedEvent) ([]string, error) {
-	panic("fakeEvents.Track: track tests use the real client")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		panic("fakeEvents.Track: track tests use the real client")
+	}
+	return nil, f.err
 }
 
 func (f *fakeEvents) UniqueSeries(context.Context, string, uniqueevents.SeriesQuery) (uniqueevents.Series, error) {
@@ -626,6 +632,29 @@ func TestPostEventsRejectedByClient(t *testing.T) {
 			got := requireError(t, rec, http.StatusBadRequest, "invalid_request", tt.field)
 			require.Equal(t, tt.message, got.Error.Message)
 			require.Empty(t, b.pusher.pushed())
+		})
+	}
+}
+
+// TestEntryTooLarge checks the answer to an event whose buffer entry is
+// over uum.MaxEntryBytes, which the client refuses (no valid event reaches
+// it, so the client's refusal is faked here; uniqueevents tests it).
+func TestEntryTooLarge(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, path, body, field string
+	}{
+		{"Events", "/v1/events", `{"user_id":"` + userID + `","event_names":["mhv_login"]}`, "event_names"},
+		{"Track", "/v1/track", trackBody(`{"id":"e1","type":"a"}`, `{"id":"e2","type":"a"}`), "events[1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.events.err = fmt.Errorf("wrapped: %w", &uniqueevents.EntryTooLargeError{Field: tt.field, Size: 140000, Limit: uum.MaxEntryBytes})
+			rec := call(b.fake, http.MethodPost, tt.path, ingestToken, tt.body)
+			got := requireError(t, rec, http.StatusRequestEntityTooLarge, "payload_too_large", tt.field)
+			require.Equal(t, "encodes to a buffer entry of 140000 bytes, over the limit of 131072 bytes", got.Error.Message)
 		})
 	}
 }

@@ -26,7 +26,7 @@ func (s *server) postEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	buffered, err := s.events.LogEvents(r.Context(), req.user, req.names, req.options()...)
 	switch {
-	case writeInvalid(w, err):
+	case writeInvalid(w, err), writeTooLarge(w, err):
 	case err != nil:
 		s.bufferFailed(w, r, err)
 	case len(buffered) == 0:

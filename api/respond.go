@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -93,6 +94,18 @@ func writeInvalid(w http.ResponseWriter, err error) bool {
 		return false
 	}
 	writeError(w, http.StatusBadRequest, "invalid_request", ve.Field, invalidMessage(ve))
+	return true
+}
+
+// writeTooLarge writes the 413 for an event whose buffer entry is over
+// uum.MaxEntryBytes and reports whether err was one.
+func writeTooLarge(w http.ResponseWriter, err error) bool {
+	tl, ok := errors.AsType[*uniqueevents.EntryTooLargeError](err)
+	if !ok {
+		return false
+	}
+	writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", tl.Field,
+		fmt.Sprintf("encodes to a buffer entry of %d bytes, over the limit of %d bytes", tl.Size, tl.Limit))
 	return true
 }
 

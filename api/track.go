@@ -42,7 +42,7 @@ func (s *server) postTrack(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := s.events.Track(r.Context(), events...)
 	switch {
-	case writeInvalid(w, err):
+	case writeInvalid(w, err), writeTooLarge(w, err):
 	case err != nil:
 		s.bufferFailed(w, r, err)
 	case len(ids) == 0:

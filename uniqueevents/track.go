@@ -31,14 +31,15 @@ type Event = TrackedEvent
 // timed out is safe. A zero OccurredAt means now.
 //
 // It returns a *uum.ValidationError naming the first bad field
-// ("events[3].id") for bad input, and buffers nothing. When logging is
-// disabled it still validates.
+// ("events[3].id") for bad input, or an *EntryTooLargeError naming
+// "events[3]" for an event whose entry is over uum.MaxEntryBytes, and
+// buffers nothing. When logging is disabled it still validates.
 func (c *Client) Track(ctx context.Context, events ...TrackedEvent) ([]string, error) {
 	start := time.Now()
 	if c == nil {
 		return nil, ErrNoDefault
 	}
-	entries, err := encodeTracked(events, start)
+	entries, err := c.encodeTracked(events, start)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (c *Client) Track(ctx context.Context, events ...TrackedEvent) ([]string, e
 
 // encodeTracked validates events and returns their wire entries, buffered
 // at now.
-func encodeTracked(events []TrackedEvent, now time.Time) ([][]byte, error) {
+func (c *Client) encodeTracked(events []TrackedEvent, now time.Time) ([][]byte, error) {
 	switch {
 	case len(events) == 0:
 		return nil, &uum.ValidationError{Field: "events", Reason: "must contain at least one event"}
@@ -72,6 +73,9 @@ func encodeTracked(events []TrackedEvent, now time.Time) ([][]byte, error) {
 			start := len(buf)
 			buf, err = e.AppendWire(buf, now)
 			entries[i] = buf[start:len(buf):len(buf)]
+		}
+		if err == nil && c.tooLarge(entries[i]) {
+			err = c.entryError(fmt.Sprintf("events[%d]", i), entries[i])
 		}
 		if err != nil {
 			if ve, ok := errors.AsType[*uum.ValidationError](err); ok {

@@ -134,9 +134,12 @@ type Client struct {
 	trackedEvts map[string]struct{}
 	pushTimeout time.Duration
 	readTimeout time.Duration
-	buf         Buffer
-	direct      *readers  // New's Store and Cache; nil without a Store
-	reads       *readSide // Open's, opened by the first read
+	// maxEntry is the largest entry pushed: uum.MaxEntryBytes, lowered
+	// by tests that check the refusal.
+	maxEntry int
+	buf      Buffer
+	direct   *readers  // New's Store and Cache; nil without a Store
+	reads    *readSide // Open's, opened by the first read
 	// windowRetention bounds Window's span: older buckets are deleted.
 	windowRetention time.Duration
 	now             func() time.Time
@@ -204,6 +207,7 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		trackedEvts:     trackedEvts,
 		pushTimeout:     orDefault(cfg.PushTimeout, defaultPushTimeout),
 		readTimeout:     orDefault(cfg.ReadTimeout, defaultReadTimeout),
+		maxEntry:        uum.MaxEntryBytes,
 		buf:             buf,
 		direct:          newReaders(db, seen),
 		windowRetention: defaultWindowRetention,
@@ -323,9 +327,10 @@ func (c *Client) LogEvent(ctx context.Context, user User, name string, opts ...O
 // each followed by its facility variants. All of them go to Redis in one
 // LPUSH. Any invalid input, or a call over one of the limits (MaxEventNames,
 // MaxFacilityIDs, MaxEntries), returns a *uum.ValidationError and pushes
-// nothing. A failed push returns an error, wrapping ErrMaybeBuffered when
-// the entries may be buffered all the same. When logging is disabled it
-// returns an empty list.
+// nothing; so does an entry over uum.MaxEntryBytes, with an
+// *EntryTooLargeError. A failed push returns an error, wrapping
+// ErrMaybeBuffered when the entries may be buffered all the same. When
+// logging is disabled it returns an empty list.
 func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts ...Option) ([]string, error) {
 	start := time.Now()
 	now := start // the buffered-at time of every entry
@@ -351,6 +356,9 @@ func (c *Client) LogEvents(ctx context.Context, user User, names []string, opts 
 		start := len(buf)
 		buf = uum.Event{UserID: id, Name: n}.AppendWire(buf, now)
 		entries[i] = buf[start:len(buf):len(buf)]
+		if c.tooLarge(entries[i]) {
+			return nil, c.entryError("event_names", entries[i])
+		}
 	}
 	if err := c.push(ctx, start, id[:], entries); err != nil {
 		return nil, fmt.Errorf("log events: %w", err)
