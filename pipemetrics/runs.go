@@ -27,6 +27,13 @@ type Run struct {
 	QueueDepth int64 `json:"queue_depth"`
 	// Error is why the run failed; empty for a run that succeeded.
 	Error string `json:"error,omitempty"`
+	// BatchSize, MaxIterations and DrainIntervalSeconds are the settings
+	// of the processor that ran it (UUM_BATCH_SIZE, UUM_MAX_ITERATIONS,
+	// UUM_DRAIN_INTERVAL): what its capacity and saturation are computed
+	// from. 0 for a run recorded by an older version.
+	BatchSize            int     `json:"batch_size"`
+	MaxIterations        int     `json:"max_iterations"`
+	DrainIntervalSeconds float64 `json:"drain_interval_seconds"`
 }
 
 // RecordRun stores r as the last run of buffer shard 0: see Runs.

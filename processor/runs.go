@@ -33,6 +33,7 @@ func (d *Drainer) recordRun(ctx context.Context, start time.Time, sum Summary, e
 		StartedAt: start.UTC(), FinishedAt: time.Now().UTC(),
 		Iterations: sum.Iterations, Drained: sum.EventsProcessed, Inserted: sum.DBInserts,
 		DeadLettered: sum.DeadLettered, QueueDepth: sum.QueueDepth,
+		BatchSize: d.cfg.BatchSize, MaxIterations: d.cfg.MaxIterations, DrainIntervalSeconds: d.cfg.DrainInterval.Seconds(),
 	}
 	if err != nil {
 		r.Error = err.Error()

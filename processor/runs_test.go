@@ -41,7 +41,8 @@ func TestRunRecorder(t *testing.T) {
 		require.Equal(t, pipemetrics.Run{
 			StartedAt: last.StartedAt, FinishedAt: last.FinishedAt,
 			Iterations: sum.Iterations, Drained: 4, Inserted: 3, DeadLettered: 1,
-		}, *last)
+			BatchSize: b.cfg.BatchSize, MaxIterations: b.cfg.MaxIterations, DrainIntervalSeconds: b.cfg.DrainInterval.Seconds(),
+		}, *last, "the run states the settings its capacity is computed from")
 
 		// A failed run is recorded with its error.
 		b.pushEvents(t, pairs(users(2), "a")...)

@@ -44,6 +44,9 @@ type Service struct {
 	running  context.CancelFunc // cancels the drain in progress, if any
 	stopOnce sync.Once
 	periodic []periodicTask // scheduled beside the drain
+	// next enqueues the drain at start and the run after one that left a
+	// backlog.
+	next *Trigger
 }
 
 // NewService returns a service whose asynq state lives in the Redis of
@@ -82,39 +85,80 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 			alog.out.ok()
 		},
 	})
-	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger}
+	return &Service{srv: srv, sched: sched, queue: queue, drainer: d, cfg: cfg, logger: logger,
+		next: NewTrigger(redisOpt, queue, cfg.MaxRetry, cfg.DrainInterval)}
 }
 
-// ProcessTask runs one drain of every shard (DrainAll); asynq retries it
-// when it returns an error.
-func (d *Drainer) ProcessTask(ctx context.Context, _ *asynq.Task) error {
-	_, err := d.DrainAll(ctx)
+// ProcessTask runs one drain of every shard (DrainAll), or of the one
+// shard its payload names (DrainShard); asynq retries it when it returns
+// an error.
+func (d *Drainer) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	_, err := d.runTask(ctx, t)
 	return err
 }
 
-// Start starts the server and registers the periodic task. It returns once
-// both run; Stop shuts them down.
+// runTask runs the drain task t.
+func (d *Drainer) runTask(ctx context.Context, t *asynq.Task) (Summary, error) {
+	p, err := taskPayload(t)
+	if err != nil {
+		return Summary{}, err
+	}
+	if p.Shard != nil {
+		sum, err := d.DrainShard(ctx, *p.Shard)
+		if errors.Is(err, ErrNoShard) {
+			err = fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+		}
+		return sum, err
+	}
+	return d.DrainAll(ctx)
+}
+
+// Start starts the server and registers the periodic task, then enqueues
+// a first drain run: a restarted processor drains what waits at once, not
+// an interval later. It returns once both run; Stop shuts them down.
 func (s *Service) Start() error {
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(TaskDrain, s.process)
 	if err := s.registerPeriodic(mux); err != nil {
+		_ = s.next.Close()
 		return fmt.Errorf("register periodic task: %w", err)
 	}
 	if err := s.srv.Start(mux); err != nil {
+		_ = s.next.Close()
 		return fmt.Errorf("start asynq server: %w", err)
 	}
 	_, err := s.sched.Register("@every "+s.cfg.DrainInterval.String(), asynq.NewTask(TaskDrain, nil),
-		asynq.Queue(s.queue), asynq.MaxRetry(s.cfg.MaxRetry), asynq.Timeout(s.cfg.DrainInterval+time.Minute))
+		drainTaskOptions(s.queue, s.cfg.MaxRetry, s.cfg.DrainInterval)...)
 	if err != nil {
 		s.srv.Shutdown()
+		_ = s.next.Close()
 		return fmt.Errorf("register drain task: %w", err)
 	}
 	if err := s.sched.Start(); err != nil {
 		s.srv.Shutdown()
+		_ = s.next.Close()
 		return fmt.Errorf("start asynq scheduler: %w", err)
 	}
-	s.logger.Info("processor started", "drain_interval", s.cfg.DrainInterval.String(), "max_retry", s.cfg.MaxRetry)
+	s.logger.Info("processor started", "drain_interval", s.cfg.DrainInterval.String(), "max_retry", s.cfg.MaxRetry,
+		"batch_size", s.cfg.BatchSize, "max_iterations", s.cfg.MaxIterations)
+	s.enqueue(context.Background(), reasonStart)
 	return nil
+}
+
+// enqueue enqueues a drain run of every shard now, unless the service is
+// stopping. A failure is logged: the schedule drains an interval later.
+func (s *Service) enqueue(ctx context.Context, reason string) {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return
+	}
+	ctx, cancel := detach(ctx, finishTimeout)
+	defer cancel()
+	if _, err := s.next.enqueue(ctx, drainPayload{Reason: reason}); err != nil {
+		s.logger.WarnContext(ctx, "enqueue drain run", "reason", reason, "error", err)
+	}
 }
 
 // process runs one drain that Stop can cancel. The cancellation stays out
@@ -137,7 +181,17 @@ func (s *Service) process(ctx context.Context, t *asynq.Task) error {
 		s.running = nil
 		s.mu.Unlock()
 	}()
-	return s.drainer.ProcessTask(ctx, t)
+	sum, err := s.drainer.runTask(ctx, t)
+	// A run that drained and left entries is followed at once, not an
+	// interval later, by a run that takes the lease like any other: the
+	// drain keeps up while there is a backlog, and the interval only
+	// paces an empty buffer. A run that drained nothing (the shards with
+	// entries are leased to other processors, which follow up on their
+	// own runs) or failed (asynq retries it) schedules nothing.
+	if err == nil && sum.Backlog && sum.Iterations > 0 && ctx.Err() == nil {
+		s.enqueue(ctx, reasonBacklog)
+	}
+	return err
 }
 
 // Stop stops enqueueing and dequeueing drain runs, cancels the running
@@ -157,6 +211,9 @@ func (s *Service) Stop() {
 		}
 		s.mu.Unlock()
 		s.srv.Shutdown()
+		if err := s.next.Close(); err != nil {
+			s.logger.Warn("close drain trigger", "error", err)
+		}
 	})
 }
 

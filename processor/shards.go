@@ -235,3 +235,25 @@ func (s shardStats) Decr(name string, t []string, rate float64) error {
 func (s shardStats) Timing(name string, v time.Duration, t []string, rate float64) error {
 	return s.ClientInterface.Timing(name, v, s.tags(t), rate)
 }
+
+// ErrNoShard is returned by DrainShard for a shard the buffer does not
+// have.
+var ErrNoShard = errors.New("uum: no such buffer shard")
+
+// DrainShard drains buffer shard i alone, as DrainAll drains each: what
+// POST /v1/drain?shard=i asks for. Shards beyond UUM_BUFFER_SHARDS (left
+// over after lowering it) can be drained too, up to the largest count. It
+// returns an error wrapping ErrNoShard if i is out of that range.
+func (d *Drainer) DrainShard(ctx context.Context, i int) (Summary, error) {
+	limit := 1
+	if d.shards != nil {
+		limit = max(d.shards.max, d.shards.n)
+	}
+	if i < 0 || i >= limit {
+		return Summary{}, fmt.Errorf("drain shard %d of %d: %w", i, limit, ErrNoShard)
+	}
+	if d.shards == nil {
+		return d.Drain(ctx)
+	}
+	return d.shards.shard(d, i).Drain(ctx)
+}
