@@ -1,9 +1,12 @@
 // Package checkpoint reads and writes the persistent counters' checkpoint
 // file (seed 001 "periodic export/checkpoint"): JSON Lines, a header line
-// {format, time, count, counters, states, checksum} and then one line per
-// counter row and per entity state of the transition-safe counters. The
-// checksum is SHA-256 (hex) over the bytes of the data lines. Files are
-// written and read as streams: no file is held in memory.
+// {format, time, count, counters, states, users, sets, checksum} and then
+// one line per counter row, per entity state of the transition-safe
+// counters, per user of the active-user dictionary and per row of the
+// active-user sets, in that order. The checksum is SHA-256 (hex) over the
+// bytes of the data lines. Files are written and read as streams: no file
+// is held in memory. Files of format uum-counters/1 (no users, no sets)
+// are read as before.
 package checkpoint
 
 import (
@@ -23,13 +26,18 @@ import (
 	"github.com/uumhq/uum/store"
 )
 
-// Format names this file format and its version in the header.
-const Format = "uum-counters/1"
+// Format names this file format and its version in the header. Version 2
+// added the user and active lines and the header's users and sets.
+const Format = "uum-counters/2"
+
+// FormatV1 is the format of files without active users, which Open reads.
+const FormatV1 = "uum-counters/1"
 
 // headerWidth is the header line's size with its newline: the header is
 // written last, over a blank line of this size reserved first, so a file
 // is written in one pass. JSON allows the trailing spaces that pad it.
-const headerWidth = 256
+// uum-counters/1 wrote 256 bytes; a reader takes either.
+const headerWidth = 512
 
 // MaxLineBytes is the longest data line, its newline included, that Write
 // writes and a reader accepts; a longer one is corruption, found without
@@ -46,16 +54,37 @@ var ErrCorrupt = errors.New("uum: checkpoint file is corrupt")
 type Header struct {
 	Format   string    `json:"format"`
 	Time     time.Time `json:"time"`  // of the snapshot the rows were read from
-	Count    int64     `json:"count"` // data lines: Counters + States
+	Count    int64     `json:"count"` // data lines: Counters + States + Users + Sets
 	Counters int64     `json:"counters"`
 	States   int64     `json:"states"`
-	Checksum string    `json:"checksum"` // SHA-256 of the data lines, hex
+	// Users are the lines of the user dictionary, Sets those of the
+	// active-user sets (rows of them); both 0 in a uum-counters/1 file.
+	Users    int64  `json:"users,omitempty"`
+	Sets     int64  `json:"sets,omitempty"`
+	Checksum string `json:"checksum"` // SHA-256 of the data lines, hex
 }
 
 // line is one data line: exactly one of its fields is set.
 type line struct {
 	Counter *counterLine `json:"counter,omitempty"`
 	State   *stateLine   `json:"state,omitempty"`
+	User    *userLine    `json:"user,omitempty"`
+	Active  *activeLine  `json:"active,omitempty"`
+}
+
+// userLine is a user of the dictionary and its number.
+type userLine struct {
+	UserID string `json:"user_id"`
+	Number uint32 `json:"number"`
+}
+
+// activeLine is a row of an active-user set: users is a roaring bitmap
+// of user numbers in its portable format, base64; event_name "" is any
+// event.
+type activeLine struct {
+	Event string `json:"event_name"`
+	Day   string `json:"day"`
+	Users []byte `json:"users"`
 }
 
 type counterLine struct {
@@ -85,15 +114,15 @@ func (h *hexBytes) UnmarshalText(b []byte) error {
 	return err
 }
 
-// Write writes a checkpoint of the rows to path: into a temporary file in
+// Write writes a checkpoint of rows to path: into a temporary file in
 // the same directory, renamed to path once complete and synced, so a
-// failed export leaves no partial file. Counters must come before states.
-func Write(path string, at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) (Header, error) {
+// failed export leaves no partial file.
+func Write(path string, at time.Time, rows store.CheckpointRows) (Header, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return Header{}, fmt.Errorf("write checkpoint: %w", err)
 	}
-	h, err := writeFile(f, at, counters, states)
+	h, err := writeFile(f, at, rows)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("write checkpoint: %w", cerr)
 	}
@@ -124,7 +153,7 @@ func syncDir(dir string) error {
 	return nil
 }
 
-func writeFile(f *os.File, at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) (Header, error) {
+func writeFile(f *os.File, at time.Time, rows store.CheckpointRows) (Header, error) {
 	h := Header{Format: Format, Time: at.UTC()}
 	buf := bufio.NewWriterSize(f, 1<<16)
 	sum := sha256.New()
@@ -133,18 +162,28 @@ func writeFile(f *os.File, at time.Time, counters iter.Seq2[store.CounterRow, er
 		return h, fmt.Errorf("write checkpoint: %w", err)
 	}
 	var err error
-	h.Counters, err = writeAll(counters, func(c store.CounterRow) line {
+	h.Counters, err = writeAll(rows.Counters, func(c store.CounterRow) line {
 		return line{Counter: &counterLine{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt.UTC()}}
 	}, out)
 	if err == nil {
-		h.States, err = writeAll(states, func(e store.EntityRow) line {
+		h.States, err = writeAll(rows.States, func(e store.EntityRow) line {
 			return line{State: &stateLine{e.Counter, e.Key, e.Entity, e.EntityJSON, e.UpdatedAt.UTC()}}
+		}, out)
+	}
+	if err == nil {
+		h.Users, err = writeAll(rows.Users, func(u store.UserNumberRow) line {
+			return line{User: &userLine{u.User.String(), u.Number}}
+		}, out)
+	}
+	if err == nil {
+		h.Sets, err = writeAll(rows.Sets, func(a store.ActiveSetRow) line {
+			return line{Active: &activeLine{a.Event, a.Day.UTC().Format(time.DateOnly), a.Users}}
 		}, out)
 	}
 	if err != nil {
 		return h, fmt.Errorf("write checkpoint: %w", err)
 	}
-	h.Count = h.Counters + h.States
+	h.Count = h.Counters + h.States + h.Users + h.Sets
 	h.Checksum = hex.EncodeToString(sum.Sum(nil))
 	if err := buf.Flush(); err != nil {
 		return h, fmt.Errorf("write checkpoint: %w", err)
@@ -162,9 +201,13 @@ func writeFile(f *os.File, at time.Time, counters iter.Seq2[store.CounterRow, er
 	return h, nil
 }
 
-// writeAll writes one line per row of seq to w and returns how many.
+// writeAll writes one line per row of seq (none if nil) to w and returns
+// how many.
 func writeAll[T any](seq iter.Seq2[T, error], toLine func(T) line, w io.Writer) (int64, error) {
 	var n int64
+	if seq == nil {
+		return 0, nil
+	}
 	for row, err := range seq {
 		if err != nil {
 			return n, err

@@ -21,7 +21,7 @@ func Example() {
 	}
 	states := func(yield func(store.EntityRow, error) bool) {}
 
-	if _, err := checkpoint.Write(path, at, counters, states); err != nil {
+	if _, err := checkpoint.Write(path, at, store.CheckpointRows{Counters: counters, States: states}); err != nil {
 		fmt.Println(err)
 		return
 	}

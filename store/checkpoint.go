@@ -9,19 +9,60 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/uumhq/uum"
 )
 
 // ErrCountersExist is returned by RestoreCounters when the database
 // already holds persistent counters or entity states.
 var ErrCountersExist = errors.New("uum: the database already has persistent counters")
 
-// ExportCounters reads every persistent counter row and every entity
-// state from one consistent snapshot (a read-only REPEATABLE READ
-// transaction) and hands them to write, with the snapshot's time, as
-// iterators that stream from the database: counters, then states, each
-// in key order. The iterators are valid only during write; a failed row
-// yields its error.
-func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, counters iter.Seq2[CounterRow, error], states iter.Seq2[EntityRow, error]) error) error {
+// ErrActiveUsersExist is returned by RestoreCounters for rows of the
+// active-user sets when the database already holds a user number or a
+// set: the file's sets are of the file's numbers, which the database may
+// have given to other users.
+var ErrActiveUsersExist = errors.New("uum: the database already has active users")
+
+// UserNumberRow is one entry of the user dictionary of the active-user
+// sets (UserNumbers).
+type UserNumberRow struct {
+	User   uum.UUID
+	Number uint32
+}
+
+// ActiveSetRow is one stored row of an active-user set: users (a roaring
+// bitmap of user numbers, portable format) active on Day (as
+// ActiveUsers.Day) for the event named Event, "" for any event. A set is
+// the union of its rows.
+type ActiveSetRow struct {
+	Event string
+	Day   time.Time
+	Users []byte
+}
+
+// CheckpointRows are the rows of a checkpoint, each iterator in key
+// order; a nil iterator has no rows. The active-user sets cannot be
+// recomputed from the pairs, which keep only the first time: a
+// checkpoint carries them with the dictionary their numbers are of.
+type CheckpointRows struct {
+	Counters iter.Seq2[CounterRow, error]
+	States   iter.Seq2[EntityRow, error]
+	Users    iter.Seq2[UserNumberRow, error]
+	Sets     iter.Seq2[ActiveSetRow, error]
+}
+
+// Restored counts the rows RestoreCounters loaded.
+type Restored struct {
+	Counters, States, Users, Sets int64
+}
+
+// ExportCounters reads every persistent counter row, every entity state,
+// the user dictionary and every row of the active-user sets from one
+// consistent snapshot (a read-only REPEATABLE READ transaction) and hands
+// them to write, with the snapshot's time, as iterators that stream from
+// the database, to be read in that order. The iterators are valid only
+// during write; a failed row yields its error.
+func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, rows CheckpointRows) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("export counters: %w", interpret(err))
@@ -31,21 +72,43 @@ func (s *Store) ExportCounters(ctx context.Context, write func(at time.Time, cou
 	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
 		return fmt.Errorf("export counters: %w", interpret(err))
 	}
-	counters := streamRows(ctx, tx, `
-		SELECT counter_name, dimension_key, dimensions_json::text, value, updated_at
-		FROM counters ORDER BY counter_name, dimension_key`,
-		func(r pgx.Rows) (c CounterRow, err error) {
-			err = r.Scan(&c.Counter, &c.Key, &c.Dimensions, &c.Value, &c.UpdatedAt)
-			return c, err
-		})
-	states := streamRows(ctx, tx, `
-		SELECT counter_name, dimension_key, entity_key, entity_json::text, updated_at
-		FROM counter_states WHERE active ORDER BY counter_name, dimension_key, entity_key`,
-		func(r pgx.Rows) (e EntityRow, err error) {
-			err = r.Scan(&e.Counter, &e.Key, &e.Entity, &e.EntityJSON, &e.UpdatedAt)
-			return e, err
-		})
-	return write(at, counters, states)
+	return write(at, CheckpointRows{
+		Counters: streamRows(ctx, tx, `
+			SELECT counter_name, dimension_key, dimensions_json::text, value, updated_at
+			FROM counters ORDER BY counter_name, dimension_key`,
+			func(r pgx.Rows) (c CounterRow, err error) {
+				err = r.Scan(&c.Counter, &c.Key, &c.Dimensions, &c.Value, &c.UpdatedAt)
+				return c, err
+			}),
+		States: streamRows(ctx, tx, `
+			SELECT counter_name, dimension_key, entity_key, entity_json::text, updated_at
+			FROM counter_states WHERE active ORDER BY counter_name, dimension_key, entity_key`,
+			func(r pgx.Rows) (e EntityRow, err error) {
+				err = r.Scan(&e.Counter, &e.Key, &e.Entity, &e.EntityJSON, &e.UpdatedAt)
+				return e, err
+			}),
+		Users: streamRows(ctx, tx, `SELECT user_id, number FROM user_numbers ORDER BY number`,
+			func(r pgx.Rows) (u UserNumberRow, err error) {
+				var n int32
+				err = r.Scan((*[16]byte)(&u.User), &n)
+				u.Number = uint32(n)
+				return u, err
+			}),
+		// The compacted rows and the deltas not yet folded in, as they
+		// are: a set is the union of its rows, and the restore appends
+		// them as deltas. A set row of an event without a name fails the
+		// scan of its NULL name.
+		Sets: streamRows(ctx, tx, `
+			SELECT CASE WHEN s.event_id = 0 THEN '' ELSE n.name::text END, s.day, s.users
+			FROM (SELECT event_id, day, users FROM active_user_sets
+			      UNION ALL SELECT event_id, day, users FROM active_user_deltas) s
+			LEFT JOIN event_names n ON n.id = s.event_id
+			ORDER BY s.event_id, s.day`,
+			func(r pgx.Rows) (a ActiveSetRow, err error) {
+				err = r.Scan(&a.Event, &a.Day, &a.Users)
+				return a, err
+			}),
+	})
 }
 
 // streamRows iterates the rows of sql one at a time, without holding
@@ -75,51 +138,115 @@ func streamRows[T any](ctx context.Context, db DBTX, sql string, scan func(pgx.R
 	}
 }
 
-// RestoreCounters loads counter rows and entity states with COPY, in one
-// transaction, into a database that has none: it locks both tables
-// against concurrent drains and returns ErrCountersExist if either holds
-// a row. An error from either iterator rolls everything back. It returns
-// how many rows of each it loaded.
-func (s *Store) RestoreCounters(ctx context.Context, counters iter.Seq2[CounterRow, error], states iter.Seq2[EntityRow, error]) (nCounters, nStates int64, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var exists bool
-		if _, err := tx.Exec(ctx, `LOCK TABLE counters, counter_states IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+// RestoreCounters loads the rows with COPY, in one transaction, into a
+// database that has none: it locks the tables against concurrent drains
+// and returns ErrCountersExist if the counters or entity states hold a
+// row. With a non-nil Users or Sets it also loads the user dictionary,
+// keeping each user's number, moves the numbering past the largest, and
+// appends the set rows as deltas (registering the event names the
+// database lacks); those tables must then be empty (ErrActiveUsersExist).
+// An error from any iterator rolls everything back.
+func (s *Store) RestoreCounters(ctx context.Context, rows CheckpointRows) (Restored, error) {
+	var n Restored
+	active := rows.Users != nil || rows.Sets != nil
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockEmpty(ctx, tx, active); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM counters) OR EXISTS (SELECT 1 FROM counter_states)`).Scan(&exists)
-		if err != nil {
+		var err error
+		if n.Counters, err = copyRows(ctx, tx, "counters", rows.Counters,
+			[]string{"counter_name", "dimension_key", "dimensions_json", "value", "updated_at"},
+			func(c CounterRow) []any { return []any{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt} }); err != nil {
 			return err
 		}
-		if exists {
-			return ErrCountersExist
+		if n.States, err = copyRows(ctx, tx, "counter_states", rows.States,
+			[]string{"counter_name", "dimension_key", "entity_key", "entity_json", "active", "updated_at"},
+			func(e EntityRow) []any { return []any{e.Counter, e.Key, e.Entity, e.EntityJSON, true, e.UpdatedAt} }); err != nil {
+			return err
 		}
-		cs := pull(counters, func(c CounterRow) []any {
-			return []any{c.Counter, c.Key, c.Dimensions, c.Value, c.UpdatedAt}
-		})
-		defer cs.stop()
-		nCounters, err = tx.CopyFrom(ctx, pgx.Identifier{"counters"},
-			[]string{"counter_name", "dimension_key", "dimensions_json", "value", "updated_at"}, cs)
-		if err != nil {
-			return cmp.Or(cs.err, err) // pgx reports a source's error as text
+		if !active {
+			return nil
 		}
-		ss := pull(states, func(e EntityRow) []any {
-			return []any{e.Counter, e.Key, e.Entity, e.EntityJSON, true, e.UpdatedAt}
-		})
-		defer ss.stop()
-		nStates, err = tx.CopyFrom(ctx, pgx.Identifier{"counter_states"},
-			[]string{"counter_name", "dimension_key", "entity_key", "entity_json", "active", "updated_at"}, ss)
-		if err != nil {
-			return cmp.Or(ss.err, err)
-		}
-		return nil
+		n.Users, n.Sets, err = restoreActiveUsers(ctx, tx, rows)
+		return err
 	})
 	if err != nil {
-		if errors.Is(err, ErrCountersExist) {
-			return 0, 0, err
+		if errors.Is(err, ErrCountersExist) || errors.Is(err, ErrActiveUsersExist) {
+			return Restored{}, err
 		}
-		return 0, 0, fmt.Errorf("restore counters: %w", interpret(err))
+		return Restored{}, fmt.Errorf("restore counters: %w", interpret(err))
 	}
-	return nCounters, nStates, nil
+	return n, nil
+}
+
+// lockEmpty locks the tables a restore writes, in the drains' order (the
+// user dictionary and the sets' deltas before the counters), and checks
+// that they are empty.
+func lockEmpty(ctx context.Context, tx pgx.Tx, active bool) error {
+	lock := `LOCK TABLE counters, counter_states IN SHARE ROW EXCLUSIVE MODE`
+	if active {
+		lock = `LOCK TABLE user_numbers, active_user_deltas, active_user_sets, counters, counter_states IN SHARE ROW EXCLUSIVE MODE`
+	}
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		return err
+	}
+	var counters, users bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM counters) OR EXISTS (SELECT 1 FROM counter_states),
+		$1 AND (EXISTS (SELECT 1 FROM user_numbers) OR EXISTS (SELECT 1 FROM active_user_sets) OR EXISTS (SELECT 1 FROM active_user_deltas))`,
+		active).Scan(&counters, &users)
+	switch {
+	case err != nil:
+		return err
+	case counters:
+		return ErrCountersExist
+	case users:
+		return ErrActiveUsersExist
+	}
+	return nil
+}
+
+// copyRows loads seq's rows into table with COPY; nil loads nothing.
+func copyRows[T any](ctx context.Context, tx pgx.Tx, table string, seq iter.Seq2[T, error], columns []string, values func(T) []any) (int64, error) {
+	if seq == nil {
+		return 0, nil
+	}
+	src := pull(seq, values)
+	defer src.stop()
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{table}, columns, src)
+	if err != nil {
+		return 0, cmp.Or(src.err, err) // pgx reports a source's error as text
+	}
+	return n, nil
+}
+
+// restoreActiveUsers loads the dictionary with its numbers (COPY writes
+// the values of an identity column it is given), moves the numbering
+// past the largest, and appends the set rows as deltas of the events'
+// ids in this database, through a table of the transaction's own.
+func restoreActiveUsers(ctx context.Context, tx pgx.Tx, rows CheckpointRows) (users, sets int64, err error) {
+	if users, err = copyRows(ctx, tx, "user_numbers", rows.Users, []string{"user_id", "number"},
+		func(u UserNumberRow) []any { return []any{[16]byte(u.User), int32(u.Number)} }); err != nil {
+		return 0, 0, err
+	}
+	if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('user_numbers', 'number'), max(number) + 1, false) FROM user_numbers HAVING count(*) > 0`); err != nil {
+		return 0, 0, err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE restored_active_sets (event_name text NOT NULL, day date NOT NULL, users bytea NOT NULL) ON COMMIT DROP`); err != nil {
+		return 0, 0, err
+	}
+	if sets, err = copyRows(ctx, tx, "restored_active_sets", rows.Sets, []string{"event_name", "day", "users"},
+		func(a ActiveSetRow) []any { return []any{a.Event, utcDate(a.Day), a.Users} }); err != nil {
+		return 0, 0, err
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`INSERT INTO event_names (name)
+		SELECT DISTINCT event_name FROM restored_active_sets r
+		WHERE event_name <> '' AND NOT EXISTS (SELECT 1 FROM event_names n WHERE n.name = r.event_name)
+		ORDER BY 1 ON CONFLICT (name) DO NOTHING`)
+	batch.Queue(`INSERT INTO active_user_deltas (event_id, day, users)
+		SELECT CASE WHEN r.event_name = '' THEN 0 ELSE n.id END, r.day, r.users
+		FROM restored_active_sets r LEFT JOIN event_names n ON n.name = r.event_name`)
+	return users, sets, tx.SendBatch(ctx, batch).Close()
 }
 
 // pull adapts an iterator to pgx's CopyFromSource, one row at a time;

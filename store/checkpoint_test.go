@@ -33,10 +33,11 @@ func TestCheckpoint(t *testing.T) {
 	t.Run("RestoreThenExport", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		nc, ns, err := b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf(state))
+		n, err := b.store.RestoreCounters(ctx, store.CheckpointRows{Counters: rowsOf(counter), States: rowsOf(state)})
 		require.NoError(t, err)
-		require.Equal(t, [2]int64{1, 1}, [2]int64{nc, ns})
-		err = b.store.ExportCounters(ctx, func(snap time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) error {
+		require.Equal(t, store.Restored{Counters: 1, States: 1}, n)
+		err = b.store.ExportCounters(ctx, func(snap time.Time, rows store.CheckpointRows) error {
+			counters, states := rows.Counters, rows.States
 			require.WithinDuration(t, time.Now(), snap, time.Minute)
 			var cs []store.CounterRow
 			for c, err := range counters {
@@ -61,16 +62,16 @@ func TestCheckpoint(t *testing.T) {
 		})
 		require.NoError(t, err)
 
-		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[store.EntityRow]())
+		_, err = b.store.RestoreCounters(ctx, store.CheckpointRows{Counters: rowsOf(counter), States: rowsOf[store.EntityRow]()})
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
 
 	t.Run("RefusesWhenOnlyStatesExist", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, _, err := b.store.RestoreCounters(ctx, rowsOf[store.CounterRow](), rowsOf(state))
+		_, err := b.store.RestoreCounters(ctx, store.CheckpointRows{Counters: rowsOf[store.CounterRow](), States: rowsOf(state)})
 		require.NoError(t, err)
-		_, _, err = b.store.RestoreCounters(ctx, rowsOf(counter), rowsOf[store.EntityRow]())
+		_, err = b.store.RestoreCounters(ctx, store.CheckpointRows{Counters: rowsOf(counter), States: rowsOf[store.EntityRow]()})
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
 
@@ -83,7 +84,7 @@ func TestCheckpoint(t *testing.T) {
 				yield(store.EntityRow{}, boom)
 			}
 		}
-		_, _, err := b.store.RestoreCounters(ctx, rowsOf(counter), failing)
+		_, err := b.store.RestoreCounters(ctx, store.CheckpointRows{Counters: rowsOf(counter), States: failing})
 		require.ErrorIs(t, err, boom)
 		var n int64
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM counters) + (SELECT count(*) FROM counter_states)`).Scan(&n))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -112,18 +111,19 @@ func (c *cli) printRecord(r countersRecordReport, recorded string) error {
 
 func countersExport(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("counters export", "FILE\n\n"+
-		"Writes every persistent counter and every entity state of the transition-safe counters,\n"+
-		"from one consistent snapshot, to FILE as JSON Lines after a header line\n"+
-		"{format, time, count, counters, states, checksum}. FILE appears only once complete.\n")
+		"Writes every persistent counter, every entity state of the transition-safe counters, the\n"+
+		"user dictionary and the active-user sets (which nothing else can recompute), from one\n"+
+		"consistent snapshot, to FILE as JSON Lines after a header line {format, time, count,\n"+
+		"counters, states, users, sets, checksum}. FILE appears only once complete.\n")
 	deps, err := c.start(ctx, fs, args, 1)
 	if err != nil {
 		return helped(err)
 	}
 	defer deps.Close()
 	var h checkpoint.Header
-	err = deps.Store.ExportCounters(ctx, func(at time.Time, counters iter.Seq2[store.CounterRow, error], states iter.Seq2[store.EntityRow, error]) error {
+	err = deps.Store.ExportCounters(ctx, func(at time.Time, rows store.CheckpointRows) error {
 		var err error
-		h, err = checkpoint.Write(fs.Arg(0), at, counters, states)
+		h, err = checkpoint.Write(fs.Arg(0), at, rows)
 		return err
 	})
 	if err != nil {
@@ -135,8 +135,9 @@ func countersExport(ctx context.Context, c *cli, args []string) error {
 func countersRestore(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("counters restore", "FILE\n\n"+
 		"Loads a file written by counters export into a database that has no persistent counters\n"+
-		"and no entity states (exit 2 otherwise). The whole file, its count and its checksum are\n"+
-		"verified before anything is written; the rows are loaded with COPY in one transaction.\n")
+		"and no entity states and, when the file has active users, no user numbers and no active-user\n"+
+		"sets (exit 2 otherwise): users keep their numbers. The whole file, its count and its checksum\n"+
+		"are verified before anything is written; the rows are loaded with COPY in one transaction.\n")
 	if err := c.parse(fs, args, 1); err != nil {
 		return helped(err)
 	}
@@ -156,15 +157,21 @@ func countersRestore(ctx context.Context, c *cli, args []string) error {
 	defer f.Close()
 	// The file is read again as it is loaded and checked again at its
 	// end, before the commit: a file changed since Verify loads nothing.
-	nc, ns, err := deps.Store.RestoreCounters(ctx, f.Counters(), f.States())
-	if errors.Is(err, store.ErrCountersExist) {
+	rows := f.Rows()
+	if f.Header.Users == 0 && f.Header.Sets == 0 {
+		rows.Users, rows.Sets = nil, nil // leaves the active users alone (a uum-counters/1 file)
+	}
+	n, err := deps.Store.RestoreCounters(ctx, rows)
+	if errors.Is(err, store.ErrCountersExist) || errors.Is(err, store.ErrActiveUsersExist) {
 		return fmt.Errorf("%w: counters restore: %w; restore only into a database without any (it would mix two histories)", app.ErrUsage, err)
 	}
 	if err != nil {
 		return fmt.Errorf("counters restore: %w", err)
 	}
-	if nc != f.Header.Counters || ns != f.Header.States {
-		return fmt.Errorf("counters restore: loaded %d counters and %d states, the header says %d and %d", nc, ns, f.Header.Counters, f.Header.States)
+	h := f.Header
+	if n != (store.Restored{Counters: h.Counters, States: h.States, Users: h.Users, Sets: h.Sets}) {
+		return fmt.Errorf("counters restore: loaded %d counters, %d states, %d users and %d set rows, the header says %d, %d, %d and %d",
+			n.Counters, n.States, n.Users, n.Sets, h.Counters, h.States, h.Users, h.Sets)
 	}
 	return c.printCheckpoint(path, f.Header, "restored")
 }
@@ -175,6 +182,8 @@ func (c *cli) printCheckpoint(path string, h checkpoint.Header, verb string) err
 		{"snapshot time", h.Time.Format(time.RFC3339Nano)},
 		{"counters", strconv.FormatInt(h.Counters, 10)},
 		{"entity states", strconv.FormatInt(h.States, 10)},
+		{"users", strconv.FormatInt(h.Users, 10)},
+		{"active-user set rows", strconv.FormatInt(h.Sets, 10)},
 		{"checksum", "sha256:" + h.Checksum},
 	})
 }

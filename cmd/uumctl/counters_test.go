@@ -227,3 +227,91 @@ func TestCountersAccept(t *testing.T) {
 	require.NoError(t, drainErr(none))
 	require.ErrorContains(t, drainErr(changed), "switched off on purpose")
 }
+
+// TestCountersExportRestoreActiveUsers: the active-user sets and the user
+// dictionary go through export and restore (nothing else can recompute
+// them): the restored database answers the same, keeps every number, and
+// numbers the next user after the largest. A database that already has
+// user numbers refuses a file with active users, and a uum-counters/1
+// file, which has none, still restores into it.
+func TestCountersExportRestoreActiveUsers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := testenv.New(t)
+	today := time.Now().UTC()
+	users := make([]uum.UUID, 5)
+	for i := range users {
+		users[i] = uum.NewUUID()
+	}
+	push := func(stack testenv.Stack, daysAgo, user int, names ...string) {
+		t.Helper()
+		for _, n := range names {
+			raw := uum.Event{UserID: users[user], Name: n}.AppendWire(nil, today.AddDate(0, 0, -daysAgo))
+			require.NoError(t, stack.Redis.LPush(ctx, stack.Prefix+"{buffer:0}:pending", raw).Err())
+		}
+	}
+	push(src, 2, 0, "login", "search")
+	push(src, 2, 1, "login")
+	push(src, 1, 1, "login")
+	push(src, 1, 2, "search")
+	push(src, 0, 3, "login")
+	out, code := uumctl(t, src.Env, "drain")
+	require.Equal(t, 0, code, out)
+	answers := func(env testenv.Env) []string {
+		t.Helper()
+		var got []string
+		for _, args := range [][]string{{"--period", "day"}, {"--event", "login", "--period", "day"}, {"--event", "search"}, {"--event", "login", "--event", "search"}} {
+			out, code := uumctl(t, env, append([]string{"active-users", "--json"}, args...)...)
+			require.Equal(t, 0, code, out)
+			got = append(got, out)
+		}
+		return got
+	}
+	want := answers(src.Env)
+	require.Contains(t, want[0], `"active_users":2`)
+	numbers := func(pool *pgxpool.Pool) []string {
+		rows, err := pool.Query(ctx, `SELECT format('%s %s', user_id, number) FROM user_numbers ORDER BY number`)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
+	}
+	file := filepath.Join(t.TempDir(), "counters.jsonl")
+	out, code = uumctl(t, src.Env, "counters", "export", "--json", file)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"users":4`)
+
+	dst := testenv.New(t)
+	out, code = uumctl(t, dst.Env, "counters", "restore", file)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `users\s+4\n`, out)
+	require.Equal(t, want, answers(dst.Env), "the same answers")
+	require.Equal(t, numbers(src.Pool), numbers(dst.Pool), "the same numbers")
+
+	// The next user is numbered after the restored ones.
+	push(dst, 0, 4, "login")
+	out, code = uumctl(t, dst.Env, "drain")
+	require.Equal(t, 0, code, out)
+	var max, four int32
+	require.NoError(t, dst.Pool.QueryRow(ctx, `SELECT max(number) FILTER (WHERE user_id <> $1), max(number) FILTER (WHERE user_id = $1) FROM user_numbers`, users[4]).Scan(&max, &four))
+	require.Equal(t, max+1, four)
+
+	var errOut bytes.Buffer
+	err := run(ctx, []string{"counters", "restore", file}, dst.Env.Lookup, io.Discard, &errOut)
+	require.Equal(t, 2, app.ExitStatus("uumctl", err, io.Discard), "a database with user numbers")
+	require.ErrorContains(t, err, "already has active users")
+
+	// A file of the first format: counters only.
+	counted := countersStack(t)
+	trackAndDrain(t, counted, accountEvent("E1", "account.connected", "m1", "a1"))
+	v1 := filepath.Join(t.TempDir(), "v1.jsonl")
+	out, code = uumctl(t, counted.Env, "counters", "export", v1)
+	require.Equal(t, 0, code, out)
+	data := readFile(t, v1)
+	require.Contains(t, data, `"format":"uum-counters/2"`)
+	require.NotContains(t, data, `"users":`)
+	require.NoError(t, os.WriteFile(v1, []byte(strings.Replace(data, `"format":"uum-counters/2"`, `"format":"uum-counters/1"`, 1)), 0o600))
+	out, code = uumctl(t, dst.Env, "counters", "restore", v1)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, dump(t, counted.Pool), dump(t, dst.Pool))
+}

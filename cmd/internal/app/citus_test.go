@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"iter"
 	"maps"
 	"path/filepath"
 	"testing"
@@ -130,9 +129,9 @@ func TestCitus(t *testing.T) {
 	t.Run("ExportRestore", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "counters.ckpt")
 		var h checkpoint.Header
-		require.NoError(t, st.ExportCounters(ctx, func(at time.Time, c iter.Seq2[store.CounterRow, error], s iter.Seq2[store.EntityRow, error]) error {
+		require.NoError(t, st.ExportCounters(ctx, func(at time.Time, rows store.CheckpointRows) error {
 			var err error
-			h, err = checkpoint.Write(path, at, c, s)
+			h, err = checkpoint.Write(path, at, rows)
 			return err
 		}))
 		require.Positive(t, h.Counters)
@@ -143,9 +142,9 @@ func TestCitus(t *testing.T) {
 		f, err := checkpoint.Open(path)
 		require.NoError(t, err)
 		defer f.Close()
-		nc, ns, err := b.Store.RestoreCounters(ctx, f.Counters(), f.States())
+		n, err := b.Store.RestoreCounters(ctx, f.Rows())
 		require.NoError(t, err)
-		require.Equal(t, [2]int64{h.Counters, h.States}, [2]int64{nc, ns})
+		require.Equal(t, store.Restored{Counters: h.Counters, States: h.States, Users: h.Users, Sets: h.Sets}, n)
 		for _, name := range []string{"active_connections", "connects_total"} {
 			want, err := st.CounterValues(ctx, name, nil, 100)
 			require.NoError(t, err)
@@ -153,7 +152,7 @@ func TestCitus(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, got, name)
 		}
-		_, _, err = b.Store.RestoreCounters(ctx, f.Counters(), f.States())
+		_, err = b.Store.RestoreCounters(ctx, f.Rows())
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
 
