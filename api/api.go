@@ -191,6 +191,8 @@ var queryParams = map[string][]string{
 	routeRetention:                   slices.Concat(activeParams, []string{"period", "cohort", "periods"}),
 	"GET /v1/dlq":                    slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
 	"POST /v1/dlq/replay":            slices.Concat(dlqFilterParams, []string{"dry_run"}),
+	"GET /v1/dlq/groups":             slices.Concat(dlqFilterParams, []string{"by", "limit"}),
+	"POST /v1/dlq/delete":            slices.Concat(dlqFilterParams, []string{"dry_run", "all"}),
 }
 
 // checkQuery answers 400 and returns false if r's query has a parameter

@@ -13,15 +13,21 @@ import (
 )
 
 // DeadLetters is the dead-letter queue the admin routes work on;
-// *deadletter.Queue satisfies it. Get, Replay and Delete return store.ErrNotFound
-// for an unknown id; Replay returns *deadletter.InvalidError when the entry is
-// still invalid and deadletter.ErrDeleted for a deleted one.
+// *deadletter.Queue satisfies it. Get, Replay, Delete and Edit return
+// store.ErrNotFound for an unknown id; Replay returns
+// *deadletter.InvalidError when the entry is still invalid, Edit
+// *deadletter.EntryError when the corrected one is, and both
+// deadletter.ErrDeleted for a deleted one. DeleteMatching returns
+// deadletter.ErrUnfiltered for a filter on the status alone without all.
 type DeadLetters interface {
 	List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (deadletter.Page, error)
 	Get(ctx context.Context, id int64) (store.DeadLetterRecord, error)
 	Replay(ctx context.Context, id int64) error
 	ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (deadletter.BulkResult, error)
 	Delete(ctx context.Context, id int64) error
+	Groups(ctx context.Context, f store.DeadLetterFilter, by string, limit int) (store.DeadLetterGroups, error)
+	DeleteMatching(ctx context.Context, f store.DeadLetterFilter, all, dryRun bool, progress func(done int)) (deadletter.DeleteResult, error)
+	Edit(ctx context.Context, id int64, raw []byte) error
 }
 
 var _ DeadLetters = (*deadletter.Queue)(nil)
@@ -42,6 +48,7 @@ func (s *server) dlqRoutes() {
 	s.mux.Handle("POST /v1/dlq/{id}/replay", s.require(scopeAdmin, s.replayDLQ))
 	s.mux.Handle("POST /v1/dlq/replay", s.require(scopeAdmin, s.replayDLQMatching))
 	s.mux.Handle("DELETE /v1/dlq/{id}", s.require(scopeAdmin, s.deleteDLQ))
+	s.dlqTriageRoutes()
 }
 
 // dlqItem is a dead letter as JSON: the raw entry as text when it is
@@ -51,10 +58,17 @@ type dlqItem struct {
 	Raw       *string `json:"raw,omitempty"`
 	RawBase64 []byte  `json:"raw_base64,omitempty"`
 	RawCut    string  `json:"raw_cut,omitempty"`
+	// OriginalRaw is the entry as the drain found it, when an operator
+	// edited it (one dead letter only, not in listings).
+	OriginalRaw       *string `json:"original_raw,omitempty"`
+	OriginalRawBase64 []byte  `json:"original_raw_base64,omitempty"`
 }
 
 func newDLQItem(r store.DeadLetterRecord, preview bool) dlqItem {
 	it := dlqItem{DeadLetterRecord: r}
+	if !preview && r.OriginalRaw != nil {
+		it.OriginalRaw, it.OriginalRawBase64 = textOrBytes(r.OriginalRaw)
+	}
 	if !utf8.Valid(r.Raw) {
 		it.RawBase64 = r.Raw
 		return it
@@ -67,22 +81,29 @@ func newDLQItem(r store.DeadLetterRecord, preview bool) dlqItem {
 	return it
 }
 
-// dlqFilterParams are the query parameters deadletter.ParseFilter reads.
-var dlqFilterParams = []string{"status", "reason", "event_name", "correlation_id", "from", "to"}
+// textOrBytes returns b as text when it is UTF-8, else as bytes (base64
+// in JSON).
+func textOrBytes(b []byte) (*string, []byte) {
+	if !utf8.Valid(b) {
+		return nil, b
+	}
+	s := string(b)
+	return &s, nil
+}
 
-// listDLQ serves GET /v1/dlq?status=&reason=&event_name=&correlation_id=&from=&to=&cursor=&limit=.
+// dlqFilterParams are the query parameters deadletter.ParseFilter reads.
+var dlqFilterParams = deadletter.FilterParams
+
+// listDLQ serves GET /v1/dlq?status=&reason=&event_name=&correlation_id=&user_id=&raw=&from=&to=&cursor=&limit=.
 func (s *server) listDLQ(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f, err := deadletter.ParseFilter(q.Get)
 	if writeInvalid(w, err) {
 		return
 	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > deadletter.MaxPageSize {
-			writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(deadletter.MaxPageSize))
-			return
-		}
+	limit, ok := limitParam(w, r, deadletter.MaxPageSize)
+	if !ok {
+		return
 	}
 	page, err := s.deadLetters.List(r.Context(), f, q.Get("cursor"), limit)
 	if errors.Is(err, deadletter.ErrBadCursor) {
@@ -98,6 +119,21 @@ func (s *server) listDLQ(w http.ResponseWriter, r *http.Request) {
 		items[i] = newDLQItem(d, true)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"dead_letters": items, "next_cursor": page.NextCursor})
+}
+
+// limitParam reads the query parameter limit, 0 when absent, answering
+// 400 naming it unless it is from 1 to max.
+func limitParam(w http.ResponseWriter, r *http.Request, max int) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return 0, true
+	}
+	limit, err := strconv.Atoi(v)
+	if err != nil || limit < 1 || limit > max {
+		writeError(w, http.StatusBadRequest, "invalid_request", "limit", "limit must be an integer from 1 to "+strconv.Itoa(max))
+		return 0, false
+	}
+	return limit, true
 }
 
 // dlqID parses the {id} path value, answering 400 if it is not one.

@@ -19,7 +19,6 @@ import (
 
 	"github.com/DataDog/datadog-go/v5/statsd"
 
-	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/store"
 )
 
@@ -32,11 +31,14 @@ const (
 // Store holds the dead letters. Methods return store.ErrNotFound for an
 // unknown id where they take one.
 type Store interface {
-	DeadLetters(ctx context.Context, f store.DeadLetterFilter, before int64, limit int) ([]store.DeadLetterRecord, error)
+	ScanDeadLetters(ctx context.Context, f store.DeadLetterFilter, before int64, limit int) (store.DeadLetterPage, error)
+	DeadLetterGroups(ctx context.Context, f store.DeadLetterFilter, by string, limit int) (store.DeadLetterGroups, error)
 	DeadLetter(ctx context.Context, id int64) (store.DeadLetterRecord, error)
 	MarkDeadLettersReplayed(ctx context.Context, ids []int64) (int64, error)
 	RecordReplayFailures(ctx context.Context, ids []int64, reasons []string) error
 	DeleteDeadLetter(ctx context.Context, id int64) error
+	DeleteDeadLetters(ctx context.Context, ids []int64) (int64, error)
+	EditDeadLetter(ctx context.Context, id int64, e store.Edit) error
 	PurgeDeadLetters(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
@@ -99,7 +101,10 @@ var ErrBadCursor = errors.New("uum: invalid cursor")
 
 // List returns the dead letters matching f, newest first, limit at a time
 // (DefaultPageSize when 0, at most MaxPageSize). cursor is "" for the
-// first page, else the NextCursor of the previous one.
+// first page, else the NextCursor of the previous one. With a raw filter
+// a page looks at store.DeadLetterScanRows rows at most: it may hold
+// fewer than limit, even none, and still have a NextCursor that searches
+// on below.
 func (q *Queue) List(ctx context.Context, f store.DeadLetterFilter, cursor string, limit int) (Page, error) {
 	var before int64
 	if cursor != "" {
@@ -114,14 +119,18 @@ func (q *Queue) List(ctx context.Context, f store.DeadLetterFilter, cursor strin
 	}
 	limit = min(limit, MaxPageSize)
 	// One more than asked tells whether there is a next page.
-	rows, err := q.store.DeadLetters(ctx, f, before, limit+1)
+	scan, err := q.store.ScanDeadLetters(ctx, f, before, limit+1)
 	if err != nil {
 		return Page{}, err
 	}
+	rows := scan.Rows
 	p := Page{DeadLetters: rows}
-	if len(rows) > limit {
+	switch {
+	case len(rows) > limit:
 		p.DeadLetters = rows[:limit]
 		p.NextCursor = strconv.FormatInt(rows[limit-1].ID, 10)
+	case scan.Stop != 0:
+		p.NextCursor = strconv.FormatInt(scan.Stop, 10)
 	}
 	if p.DeadLetters == nil {
 		p.DeadLetters = []store.DeadLetterRecord{}
@@ -154,25 +163,16 @@ func (e *InvalidError) Error() string { return "uum: still invalid: " + e.Reason
 // ErrDeleted is returned when replaying a deleted dead letter.
 var ErrDeleted = errors.New("uum: dead letter deleted")
 
+// runReason is why a failed drain run cannot be replayed or edited.
+const runReason = "a failed drain run, not an entry: its entries stayed buffered and the next drain retries them"
+
 // check returns why r cannot be replayed, or "".
 func (q *Queue) check(r store.DeadLetterRecord) string {
 	if r.Kind == store.DeadLetterKindRun {
-		return "a failed drain run, not an entry: its entries stayed buffered and the next drain retries them"
+		return runReason
 	}
-	ev, err := uum.DecodeWire(r.Raw)
-	if err != nil {
-		if de, ok := errors.AsType[*uum.DecodeError](err); ok {
-			return de.Reason
-		}
-		return err.Error()
-	}
-	if q.names != nil && ev.Tracked == nil { // the name policy is for user events
-		if err := q.names.Loggable(ev.Name); err != nil {
-			if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
-				return ve.Reason
-			}
-			return err.Error()
-		}
+	if e := q.validate(r.Raw); e != nil {
+		return e.Reason
 	}
 	return ""
 }
@@ -196,9 +196,15 @@ func (q *Queue) Replay(ctx context.Context, id int64) error {
 		}
 		return &InvalidError{Reason: reason}
 	}
+	return q.push(ctx, id, r.Raw, r.CorrelationID)
+}
+
+// push buffers raw, the entry of dead letter id, and closes it as
+// replayed.
+func (q *Queue) push(ctx context.Context, id int64, raw []byte, correlationID string) error {
 	// Pushed before it is marked: a failure in between leaves it open
 	// and a second replay pushes it again, which the drain absorbs.
-	if err := q.buf.Push(ctx, [][]byte{r.Raw}); err != nil {
+	if err := q.buf.Push(ctx, [][]byte{raw}); err != nil {
 		return fmt.Errorf("replay dead letter %d: %w", id, err)
 	}
 	n, err := q.store.MarkDeadLettersReplayed(ctx, []int64{id})
@@ -209,7 +215,7 @@ func (q *Queue) Replay(ctx context.Context, id int64) error {
 		return ErrDeleted
 	}
 	_ = q.stats.Incr(MetricReplayed, nil, 1) // statsd is best-effort UDP
-	q.logger.InfoContext(ctx, "dead letter replayed", "id", id, "correlation_id", r.CorrelationID)
+	q.logger.InfoContext(ctx, "dead letter replayed", "id", id, "correlation_id", correlationID)
 	return nil
 }
 
@@ -232,39 +238,14 @@ var ErrBadStatus = errors.New("uum: only open or replayed dead letters can be re
 // called after each page with the rows looked at so far.
 func (q *Queue) ReplayMatching(ctx context.Context, f store.DeadLetterFilter, dryRun bool, progress func(done int)) (BulkResult, error) {
 	var res BulkResult
-	switch f.Status {
-	case "":
-		f.Status = store.DeadLetterOpen
-	case store.DeadLetterOpen, store.DeadLetterReplayed:
-	default:
-		return res, ErrBadStatus
+	if err := bulkStatus(&f, ErrBadStatus); err != nil {
+		return res, err
 	}
-	var before int64
-	for done := 0; done < MaxBulk; {
-		rows, err := q.store.DeadLetters(ctx, f, before, min(bulkPage, MaxBulk-done))
-		if err != nil {
-			return res, err
-		}
-		if len(rows) == 0 {
-			return res, nil
-		}
-		before = rows[len(rows)-1].ID
-		done += len(rows)
-		if err := q.replayPage(ctx, rows, dryRun, &res); err != nil {
-			return res, err
-		}
-		if progress != nil {
-			progress(done)
-		}
-		if done == MaxBulk {
-			more, err := q.store.DeadLetters(ctx, f, before, 1)
-			if err != nil {
-				return res, err
-			}
-			res.More = len(more) > 0
-		}
-	}
-	return res, nil
+	more, err := q.walk(ctx, f, progress, func(rows []store.DeadLetterRecord) error {
+		return q.replayPage(ctx, rows, dryRun, &res)
+	})
+	res.More = more
+	return res, err
 }
 
 func (q *Queue) replayPage(ctx context.Context, rows []store.DeadLetterRecord, dryRun bool, res *BulkResult) error {

@@ -50,6 +50,10 @@ type DeadLetterRecord struct {
 	Attempts      int        `json:"attempts"`
 	Status        string     `json:"status"`
 	ClosedAt      *time.Time `json:"closed_at"`
+	// OriginalRaw is the entry as the drain found it when an operator
+	// edited Raw (EditDeadLetter), else nil; EditedAt the last edit.
+	OriginalRaw []byte     `json:"-"`
+	EditedAt    *time.Time `json:"edited_at"`
 }
 
 // DeadLetterFilter selects dead letters. Zero fields match everything.
@@ -60,6 +64,11 @@ type DeadLetterFilter struct {
 	CorrelationID string    // exact correlation id
 	From          time.Time // first failure at or after
 	To            time.Time // first failure before
+	UserID        string    // exact user id (a UUID)
+	// Raw is a substring of the raw entry's bytes. Matching it reads the
+	// rows, so a walk with Raw looks at no more than DeadLetterScanRows
+	// rows (see ScanDeadLetters).
+	Raw string
 }
 
 // RunFailure is a drain run that failed on its last retry: the task id is

@@ -31,34 +31,26 @@ func safeTexts(ss []string, max int) []string {
 
 // deadLetterColumns are the columns scanDeadLetter reads, in its order.
 const deadLetterColumns = `id, correlation_id, kind, reason, raw, event_name, user_id::text, org_id,
-	created_at, last_failed_at, attempts, status, closed_at`
+	created_at, last_failed_at, attempts, status, closed_at, original_raw, edited_at`
 
 func scanDeadLetter(row pgx.Row) (DeadLetterRecord, error) {
 	var r DeadLetterRecord
 	err := row.Scan(&r.ID, &r.CorrelationID, &r.Kind, &r.Reason, &r.Raw, &r.EventName, &r.UserID, &r.OrgID,
-		&r.FirstFailedAt, &r.LastFailedAt, &r.Attempts, &r.Status, &r.ClosedAt)
+		&r.FirstFailedAt, &r.LastFailedAt, &r.Attempts, &r.Status, &r.ClosedAt, &r.OriginalRaw, &r.EditedAt)
 	return r, err
 }
 
 // DeadLetters returns up to limit dead letters matching f with an id below
-// before (0 for the newest), newest first: a page of a cursor walk.
+// before (0 for the newest), newest first: a page of a cursor walk. With
+// f.Raw it looks at DeadLetterScanRows rows at most (ScanDeadLetters says
+// where it stopped).
 func (s *Store) DeadLetters(ctx context.Context, f DeadLetterFilter, before int64, limit int) ([]DeadLetterRecord, error) {
-	where, args := deadLetterWhere(f)
-	args = append(args, before, limit)
-	q := `SELECT ` + deadLetterColumns + ` FROM dead_letters WHERE ` + where +
-		fmt.Sprintf(` AND ($%d = 0 OR id < $%d) ORDER BY id DESC LIMIT $%d`, len(args)-1, len(args)-1, len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadLetterRecord, error) { return scanDeadLetter(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", interpret(err))
-	}
-	return out, nil
+	p, err := s.ScanDeadLetters(ctx, f, before, limit)
+	return p.Rows, err
 }
 
-// deadLetterWhere builds the condition of f with positional arguments.
+// deadLetterWhere builds the condition of f with positional arguments,
+// all but f.Raw (see scanned).
 func deadLetterWhere(f DeadLetterFilter) (string, []any) {
 	conds := []string{"true"}
 	var args []any
@@ -83,6 +75,9 @@ func deadLetterWhere(f DeadLetterFilter) (string, []any) {
 	}
 	if !f.To.IsZero() {
 		add("created_at < ?", f.To)
+	}
+	if f.UserID != "" {
+		add("user_id = ?::uuid", f.UserID)
 	}
 	return strings.Join(conds, " AND "), args
 }

@@ -16,3 +16,7 @@ const WindowSumSQL = windowSumSQL
 func BackfillTx(ctx context.Context, db DBTX, names []string, rows []DatedPair) (inserted, moved int, err error) {
 	return backfillTx(ctx, db, names, rows)
 }
+
+// SetScanRows makes s's dead-letter walks that read rows stop after n
+// rows instead of DeadLetterScanRows.
+func SetScanRows(s *Store, n int) { s.scanBound = n }

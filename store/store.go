@@ -29,6 +29,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	replica *replica   // nil: every read goes to pool
 	layout  pairLayout // what InsertPairs learned in InTx's transactions
+	// scanBound replaces DeadLetterScanRows when > 0 (tests only).
+	scanBound int
 }
 
 // New returns a store on pool.
