@@ -8,9 +8,7 @@ package processor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"maps"
 	"time"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
@@ -22,7 +20,6 @@ import (
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/seencache"
-	"github.com/uumhq/uum/store"
 )
 
 // Statsd metric names, as the dashboards and alerts know them.
@@ -227,54 +224,6 @@ func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	return sum, nil
 }
 
-// detach returns a context that keeps ctx's values but not its
-// cancellation, bounded by timeout: for the work that must finish even
-// when the run is being cancelled.
-func detach(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), timeout)
-}
-
-// shuttingDown reports whether err ends the run because the caller
-// cancelled ctx. A deadline is not a shutdown.
-func shuttingDown(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled)
-}
-
-// keepLease renews the lease every renewEvery until stopped, each renewal
-// bounded by that interval so a slow one cannot delay the next. If the
-// lease is lost, the returned context is cancelled with buffer.ErrFenceLost.
-func (d *Drainer) keepLease(ctx context.Context, lease *buffer.Lease) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		every := renewEvery(lease.TTL())
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := renew(ctx, lease, every); errors.Is(err, buffer.ErrFenceLost) {
-					cancel(buffer.ErrFenceLost)
-					return
-				} else if err != nil {
-					d.logger.WarnContext(ctx, "renew drain lease", "error", err)
-				}
-			}
-		}
-	}()
-	return ctx, func() {
-		close(done)
-		<-stopped
-		cancel(nil)
-	}
-}
-
 // run is the batch loop. While one batch commits, the next is prepared
 // (decoded, deduped, checked against the cache) and the previous one's
 // pairs are marked in the cache, overlapping Redis and Postgres work. The next batch is peeked before the current one is
@@ -423,196 +372,4 @@ func (d *Drainer) finish(ctx context.Context, lease *buffer.Lease, b *batch, mar
 		}
 	})
 	return step("trim", trimErr)
-}
-
-// warnDeadLettered logs each dead letter the commit stored, once, at
-// debug: the run's summary line counts them, and each one's row holds its
-// reason (one warning per entry drowned the log: 47 lines for 47). A batch
-// committed again (its trim failed, the drainer crashed) finds its dead
-// letters stored and says nothing more.
-func (d *Drainer) warnDeadLettered(ctx context.Context, b *batch) {
-	if len(b.result.DeadLetters) == 0 {
-		return
-	}
-	stored := make(map[string]bool, len(b.result.DeadLetters))
-	for _, id := range b.result.DeadLetters {
-		stored[id] = true
-	}
-	for _, dl := range b.dead {
-		if stored[dl.CorrelationID] {
-			d.logger.DebugContext(ctx, "event dead-lettered", "correlation_id", dl.CorrelationID, "reason", dl.Reason)
-		}
-	}
-}
-
-// emit logs and counts what b's commit did. Increments go out before the
-// trim: the commit made them true, and a failed trim must not lose them (a
-// re-run finds the rows existing).
-func (d *Drainer) emit(ctx context.Context, b *batch) {
-	d.warnDeadLettered(ctx, b)
-	for name, n := range b.insertedByName() {
-		_ = d.stats.Count(MetricEvent, n, []string{"event_name:" + name}, 1)
-	}
-	if n := len(b.result.DeadLetters); n > 0 {
-		_ = d.stats.Count(MetricDeadLettered, int64(n), nil, 1)
-	}
-	d.reportCounted(ctx, b, time.Now())
-	// Sent now, not on the client's interval: a crash loses at most the
-	// increments of the batch in flight.
-	_ = d.stats.Flush()
-}
-
-// marker runs the seen-cache marks of committed batches in the
-// background, one at a time and in order.
-type marker struct {
-	done chan struct{}
-}
-
-// start waits for the mark in flight, then starts mark.
-func (m *marker) start(mark func()) {
-	m.wait()
-	done := make(chan struct{})
-	m.done = done
-	go func() {
-		defer close(done)
-		mark()
-	}()
-}
-
-// wait returns once no mark is in flight.
-func (m *marker) wait() {
-	if m.done != nil {
-		<-m.done
-		m.done = nil
-	}
-}
-
-// limitAndCommit applies the name cap to b and commits it. The commit
-// admits the new names again under a lock (store.AdmitNames): if another
-// drainer registered names since the cap read the dictionary, so that
-// they no longer all fit, it rolls back and the cap is applied again
-// against the names registered now. Each retry follows some other
-// drainer's registration, so there are at most as many as the cap.
-func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
-	for {
-		if err := d.limitNames(ctx, b); err != nil {
-			return step("names", err)
-		}
-		err := d.commit(ctx, b)
-		switch {
-		case errors.Is(err, store.ErrNameLimit):
-			d.logger.DebugContext(ctx, "event names registered meanwhile: applying the limit again", "error", err)
-			b.newNames = nil
-			continue
-		case err == nil:
-			return nil
-		}
-		// What committed before the failure stays committed: its
-		// increments are true, and a re-run finds its rows existing.
-		d.emit(ctx, b)
-		if errors.Is(err, store.ErrCountersChanged) {
-			return d.holdTracked(b, err)
-		}
-		return step("commit", err)
-	}
-}
-
-// limitNames applies the cap on registered names: the batch's new names
-// are admitted in order of first appearance while the dictionary has room,
-// and registered by the commit; entries with the others are dead-lettered.
-// It runs right before the commit, never on a prefetched batch, so it sees
-// the names the previous batch registered.
-func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
-	if d.registry == nil || d.maxNames <= 0 || len(b.events) == 0 {
-		return nil
-	}
-	names := b.names()
-	known, total, err := d.registry.RegisteredNames(ctx, names)
-	if err != nil {
-		return err
-	}
-	room := int64(d.maxNames) - total
-	var over map[string]bool
-	for _, n := range names {
-		switch {
-		case known[n]:
-		case room > 0:
-			b.newNames = append(b.newNames, n)
-			room--
-		default:
-			if over == nil {
-				over = make(map[string]bool)
-			}
-			over[n] = true
-		}
-	}
-	if len(over) > 0 {
-		reason := fmt.Sprintf("event name limit reached: %d distinct names are registered (UUM_MAX_EVENT_NAMES); set UUM_EVENT_NAMES or raise the limit, then replay", total)
-		if b.over == nil {
-			b.over = make(map[string]bool, len(over))
-		}
-		maps.Copy(b.over, over) // a second pass adds to the first's
-		b.overReason = reason
-		n := b.reject(over, reason)
-		d.logger.WarnContext(ctx, "event names over the limit dead-lettered", "names", len(over), "entries", n, "max_event_names", d.maxNames)
-		_ = d.stats.Count(MetricNamesOverLimit, int64(n), nil, 1)
-	}
-	return nil
-}
-
-// report emits the run gauges and logs the run.
-func (d *Drainer) report(ctx context.Context, sum *Summary) {
-	d.measureDepth(ctx, sum)
-	_ = d.stats.Gauge(MetricIterations, float64(sum.Iterations), nil, 1)
-	_ = d.stats.Gauge(MetricEventsProcessed, float64(sum.EventsProcessed), nil, 1)
-	_ = d.stats.Gauge(MetricDBQueries, float64(sum.DBQueries), nil, 1)
-	_ = d.stats.Gauge(MetricDBInserts, float64(sum.DBInserts), nil, 1)
-	_ = d.stats.Gauge(MetricQueueDepth, float64(sum.QueueDepth), nil, 1)
-	_ = d.stats.Histogram(MetricJobDuration, float64(sum.DurationMS), nil, 1)
-	d.gaugePipeline(ctx)
-	d.logger.InfoContext(ctx, "drain finished",
-		"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed,
-		"total_db_queries", sum.DBQueries, "total_db_inserts", sum.DBInserts,
-		"dead_lettered", sum.DeadLettered, "queue_depth", sum.QueueDepth, "job_duration_ms", sum.DurationMS)
-}
-
-// measureDepth sets the summary's QueueDepth and Backlog from the buffer's
-// length now.
-func (d *Drainer) measureDepth(ctx context.Context, sum *Summary) {
-	depth, err := d.buf.Len(ctx)
-	if err != nil {
-		d.logger.WarnContext(ctx, "buffer length after drain", "error", err)
-		return
-	}
-	sum.QueueDepth, sum.Backlog = depth, depth > 0
-}
-
-// fail records a failed run and returns err for the caller to retry.
-func (d *Drainer) fail(ctx context.Context, sum Summary, err error) error {
-	class, cause := "run", "error"
-	var se *stepError
-	if errors.As(err, &se) {
-		class = se.step
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		cause = "timeout"
-	case errors.Is(err, context.Canceled):
-		cause = "canceled"
-	case errors.Is(err, store.ErrRejected):
-		cause = "rejected"
-	}
-	lctx, cancel := detach(ctx, finishTimeout)
-	defer cancel()
-	atRisk, lerr := d.buf.Len(lctx)
-	if lerr != nil {
-		atRisk = -1 // unknown: Redis is likely what failed
-	}
-	_ = d.stats.Incr(MetricFailure, []string{"error_class:" + class, "cause:" + cause}, 1)
-	if atRisk >= 0 {
-		_ = d.stats.Gauge(MetricEventsAtRisk, float64(atRisk), nil, 1)
-	}
-	d.logger.ErrorContext(ctx, "drain failed", "error", err, "error_class", class, "cause", cause,
-		"events_at_risk", atRisk, "iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
-	return fmt.Errorf("drain: %w", err)
 }

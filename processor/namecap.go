@@ -1,0 +1,83 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/uumhq/uum/store"
+)
+
+// limitAndCommit applies the name cap to b and commits it. The commit
+// admits the new names again under a lock (store.AdmitNames): if another
+// drainer registered names since the cap read the dictionary, so that
+// they no longer all fit, it rolls back and the cap is applied again
+// against the names registered now. Each retry follows some other
+// drainer's registration, so there are at most as many as the cap.
+func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
+	for {
+		if err := d.limitNames(ctx, b); err != nil {
+			return step("names", err)
+		}
+		err := d.commit(ctx, b)
+		switch {
+		case errors.Is(err, store.ErrNameLimit):
+			d.logger.DebugContext(ctx, "event names registered meanwhile: applying the limit again", "error", err)
+			b.newNames = nil
+			continue
+		case err == nil:
+			return nil
+		}
+		// What committed before the failure stays committed: its
+		// increments are true, and a re-run finds its rows existing.
+		d.emit(ctx, b)
+		if errors.Is(err, store.ErrCountersChanged) {
+			return d.holdTracked(b, err)
+		}
+		return step("commit", err)
+	}
+}
+
+// limitNames applies the cap on registered names: the batch's new names
+// are admitted in order of first appearance while the dictionary has room,
+// and registered by the commit; entries with the others are dead-lettered.
+// It runs right before the commit, never on a prefetched batch, so it sees
+// the names the previous batch registered.
+func (d *Drainer) limitNames(ctx context.Context, b *batch) error {
+	if d.registry == nil || d.maxNames <= 0 || len(b.events) == 0 {
+		return nil
+	}
+	names := b.names()
+	known, total, err := d.registry.RegisteredNames(ctx, names)
+	if err != nil {
+		return err
+	}
+	room := int64(d.maxNames) - total
+	var over map[string]bool
+	for _, n := range names {
+		switch {
+		case known[n]:
+		case room > 0:
+			b.newNames = append(b.newNames, n)
+			room--
+		default:
+			if over == nil {
+				over = make(map[string]bool)
+			}
+			over[n] = true
+		}
+	}
+	if len(over) > 0 {
+		reason := fmt.Sprintf("event name limit reached: %d distinct names are registered (UUM_MAX_EVENT_NAMES); set UUM_EVENT_NAMES or raise the limit, then replay", total)
+		if b.over == nil {
+			b.over = make(map[string]bool, len(over))
+		}
+		maps.Copy(b.over, over) // a second pass adds to the first's
+		b.overReason = reason
+		n := b.reject(over, reason)
+		d.logger.WarnContext(ctx, "event names over the limit dead-lettered", "names", len(over), "entries", n, "max_event_names", d.maxNames)
+		_ = d.stats.Count(MetricNamesOverLimit, int64(n), nil, 1)
+	}
+	return nil
+}
