@@ -346,69 +346,12 @@ func parseToken(token string) (string, time.Time) {
 // position its entries really start at.
 func (le *Lease) Position(skip int) Position { return le.tail.Add(skip) }
 
-// peekScript reads entries and the cursor they start at in one step, and
-// only while the lease holds our token: a drainer frozen past its lease
-// (SIGSTOP, a GC pause) must not read entries another drainer has moved
-// and label them with the positions it remembered. A position names an
-// entry in correlation ids and in the event registry, so a wrong one
-// stores a dead letter twice or audits a redelivery that never happened.
-// KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key; ARGV[1] token,
-// ARGV[2] epoch, ARGV[3] skip, ARGV[4] n. Returns -1 if the lease is not
-// ours, -2 if the cursor is not of our epoch, else {trimmed, entries}
-// with the entries newest first, as LRANGE gives them.
-var peekScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local c = redis.call('HMGET', KEYS[3], 'epoch', 'trimmed')
-if c[1] ~= ARGV[2] then return -2 end
-local skip, n = tonumber(ARGV[3]), tonumber(ARGV[4])
-return {c[2] or '0', redis.call('LRANGE', KEYS[2], -(skip + n), -(skip + 1))}`)
-
 // Peek returns up to n of the oldest entries, oldest first, after skipping
-// the skip oldest ones, with the position of the first one, read in one
-// step under the fence. It removes nothing; Trim does, once the entries
-// are committed. Skipping lets a drainer read the next batch while the
-// previous one is still being committed. It returns ErrFenceLost,
-// reading nothing, if the lease is no longer ours.
+// the skip oldest ones, with the position of the first one: PeekBounded
+// without a bound.
 func (le *Lease) Peek(ctx context.Context, skip, n int) (Position, []string, error) {
-	at := le.tail.Add(skip)
-	if n <= 0 {
-		return at, nil, nil
-	}
-	keys := []string{le.list.leaseKey, le.list.key, le.list.cursorKey}
-	res, err := peekScript.Run(ctx, le.list.rdb, keys, le.token, le.tail.Epoch, skip, n).Result()
-	if err != nil {
-		return at, nil, fmt.Errorf("peek buffer: %w", err)
-	}
-	return le.peeked(res, skip)
-}
-
-// peeked decodes peekScript's reply.
-func (le *Lease) peeked(res any, skip int) (Position, []string, error) {
-	at := le.tail.Add(skip)
-	switch res {
-	case int64(-1):
-		return at, nil, fmt.Errorf("peek buffer: %w", ErrFenceLost)
-	case int64(-2):
-		return at, nil, fmt.Errorf("peek buffer: cursor %s is not of epoch %s: %w", le.list.cursorKey, le.tail.Epoch, ErrFenceLost)
-	}
-	reply, ok := res.([]any)
-	if !ok || len(reply) != 2 {
-		return at, nil, fmt.Errorf("peek buffer: unexpected reply %v", res)
-	}
-	trimmed, err := strconv.ParseInt(fmt.Sprint(reply[0]), 10, 64)
-	if err != nil {
-		return at, nil, fmt.Errorf("peek buffer: cursor %s trimmed=%v: %w", le.list.cursorKey, reply[0], err)
-	}
-	vals, _ := reply[1].([]any)
-	entries := make([]string, len(vals))
-	for i, v := range vals {
-		s, ok := v.(string)
-		if !ok {
-			return at, nil, fmt.Errorf("peek buffer: entry %d is %T, not a string", i, v)
-		}
-		entries[len(vals)-1-i] = s // LRANGE gives the oldest last
-	}
-	return Position{Epoch: le.tail.Epoch, Offset: trimmed + int64(skip)}, entries, nil
+	b, err := le.PeekBounded(ctx, skip, n, Bound{})
+	return b.At, b.Entries, err
 }
 
 // Token returns the fencing token.

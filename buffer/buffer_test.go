@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,6 +198,56 @@ func testList(t *testing.T, be redistest.Backend) {
 		require.NoError(t, err)
 		require.Equal(t, []string{odd, ""}, got)
 		require.Equal(t, []string{"evalsha"}, b.cmds.Names(), "entries and cursor are read in one step")
+	})
+
+	t.Run("LeasePeekBoundedCutsOversizedEntriesAndEndsAtMaxBytes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		big := strings.Repeat("B", 100)
+		push(t, b, "aaaaaaaaaa", big, "cccccccccc", "dddddddddd", "eeeeeeeeee")
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		bound := buffer.Bound{MaxEntry: 50, Keep: 8, MaxBytes: 40}
+
+		got, err := lease.PeekBounded(ctx, 0, 10, bound)
+		require.NoError(t, err)
+		require.Equal(t, lease.Position(0), got.At)
+		require.Equal(t, []string{"aaaaaaaaaa"}, got.Entries, "reading the big entry would pass 40 bytes")
+		require.Nil(t, got.Cuts)
+
+		got, err = lease.PeekBounded(ctx, 1, 10, bound)
+		require.NoError(t, err)
+		require.Equal(t, lease.Position(1), got.At)
+		require.Equal(t, []string{"BBBBBBBB"}, got.Entries, "alone, as a batch holds at least one entry; cut to 8 bytes")
+		require.Equal(t, map[int]buffer.Cut{0: {Size: 100}}, got.Cuts)
+
+		got, err = lease.PeekBounded(ctx, 2, 10, bound)
+		require.NoError(t, err)
+		require.Equal(t, lease.Position(2), got.At)
+		require.Equal(t, []string{"cccccccccc", "dddddddddd", "eeeeeeeeee"}, got.Entries)
+		require.Nil(t, got.Cuts)
+
+		got, err = lease.PeekBounded(ctx, 2, 10, buffer.Bound{MaxEntry: 50, Keep: 8, MaxBytes: 25})
+		require.NoError(t, err)
+		require.Equal(t, []string{"cccccccccc", "dddddddddd"}, got.Entries, "ends before the entry that passes MaxBytes")
+
+	})
+
+	t.Run("LeasePeekBoundedReadsPastItsChunks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		want := make([]string, 70) // more than two of the script's LRANGE chunks
+		for i := range want {
+			want[i] = "e" + strconv.Itoa(i)
+		}
+		push(t, b, want...)
+		lease, err := b.list.Acquire(ctx, time.Minute)
+		require.NoError(t, err)
+		for _, n := range []int{32, 64, 65, 100} {
+			got, err := lease.PeekBounded(ctx, 3, n, buffer.Bound{MaxEntry: 1 << 10, Keep: 8, MaxBytes: 1 << 20})
+			require.NoError(t, err)
+			require.Equal(t, want[3:min(3+n, len(want))], got.Entries, "n %d", n)
+		}
 	})
 
 	t.Run("LeasePeekWithoutLeaseReadsNothing", func(t *testing.T) {

@@ -18,6 +18,9 @@ import (
 type batch struct {
 	at  buffer.Position // of raw[0]
 	raw []string        // entries as peeked, oldest first; trimmed by count
+	// cuts are the entries over uum.MaxEntryBytes, by index in raw: the
+	// peek sent only their first bytes (see peekBound).
+	cuts map[int]buffer.Cut
 	// now is the drain's clock when the batch was built: a tracked event
 	// may not have occurred more than uum.MaxFutureOccurredSkew after it.
 	now    time.Time
@@ -57,8 +60,8 @@ func (b *batch) decode(names NameChecker) {
 	b.events = make([]uum.Event, 0, len(b.raw))
 	b.bufferedAt = make([]time.Time, len(b.raw))
 	for i, r := range b.raw {
-		if len(r) > uum.MaxEntryBytes {
-			b.dead = append(b.dead, oversized([]byte(r), b.at.Add(i)))
+		if c, ok := b.cuts[i]; ok {
+			b.dead = append(b.dead, oversized(r, c, b.at.Add(i)))
 			continue
 		}
 		if b.known[i] {
@@ -185,6 +188,20 @@ func (b *batch) limitLike(whole *batch) {
 	}
 }
 
+// cutsIn returns the cuts of the entries [i, j) of b, by index from i.
+func (b *batch) cutsIn(i, j int) map[int]buffer.Cut {
+	var out map[int]buffer.Cut
+	for k, c := range b.cuts {
+		if k >= i && k < j {
+			if out == nil {
+				out = map[int]buffer.Cut{}
+			}
+			out[k-i] = c
+		}
+	}
+	return out
+}
+
 // reject dead-letters the events whose name is in names, with reason,
 // and drops their pairs. It returns how many entries it dead-lettered.
 func (b *batch) reject(names map[string]bool, reason string) int {
@@ -219,7 +236,7 @@ func (b *batch) insertedByName() map[string]int64 {
 // merge makes b the union of the consecutive batches parts, committed
 // separately: their entries, steps and results in order.
 func (b *batch) merge(parts ...*batch) {
-	*b = batch{at: b.at, raw: b.raw, now: b.now, firstAt: make(map[uum.Pair]time.Time)}
+	*b = batch{at: b.at, raw: b.raw, cuts: b.cuts, now: b.now, firstAt: make(map[uum.Pair]time.Time)}
 	for _, p := range parts {
 		for pair, at := range p.firstAt {
 			keepEarliest(b.firstAt, pair, at)

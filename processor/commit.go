@@ -74,8 +74,8 @@ func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 func (d *Drainer) setAside(ctx context.Context, b *batch) (*batch, bool, error) {
 	ids := make([]string, len(b.raw))
 	at := make(map[string]int, len(b.raw))
-	for i, r := range b.raw {
-		ids[i] = deadLetterID([]byte(r), b.at.Add(i))
+	for i := range b.raw {
+		ids[i] = b.entryID(i)
 		at[ids[i]] = i
 	}
 	found, err := d.db.DeadLettered(ctx, ids)
@@ -97,7 +97,7 @@ func (d *Drainer) setAside(ctx context.Context, b *batch) (*batch, bool, error) 
 // known to be dead letters (known, by index in b). Parts skip the
 // seen-cache: it only saves work, and this path is rare.
 func (d *Drainer) part(b *batch, i, j int, known map[int]bool) *batch {
-	p := &batch{at: b.at.Add(i), raw: b.raw[i:j], now: b.now}
+	p := &batch{at: b.at.Add(i), raw: b.raw[i:j], cuts: b.cutsIn(i, j), now: b.now}
 	for k := range known {
 		if k >= i && k < j {
 			if p.known == nil {

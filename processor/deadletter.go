@@ -43,15 +43,39 @@ func decodedDeadLetter(raw []byte, reason string, pos buffer.Position, e uum.Ent
 // oversizedKept is how much of an oversized entry its dead letter keeps.
 const oversizedKept = 4 << 10
 
+// maxBatchBytes ends a batch early when its entries hold this much: with
+// entries over uum.MaxEntryBytes cut to oversizedKept, a peeked batch
+// holds at most maxBatchBytes whatever the producers wrote, and the peek
+// script reads at most that plus one entry (docs/operations.md, "Memory").
+const maxBatchBytes = 8 << 20
+
+// peekBound is what one peek may bring into the drainer's memory.
+var peekBound = buffer.Bound{MaxEntry: uum.MaxEntryBytes, Keep: oversizedKept, MaxBytes: maxBatchBytes}
+
 // oversized returns the dead letter of an entry larger than
-// uum.MaxEntryBytes (a foreign producer's): never decoded, its reason
-// giving its size, its raw bytes cut to their first oversizedKept, so
-// the insert stays far below what Postgres takes in one statement. Its
-// correlation id is the whole entry's, as every run computes it.
-func oversized(raw []byte, pos buffer.Position) store.DeadLetter {
+// uum.MaxEntryBytes (a foreign producer's), of which the peek sent only
+// kept, its first oversizedKept bytes: never decoded, its reason giving
+// its size, so the insert stays far below what Postgres takes in one
+// statement. Its correlation id is cutID's, as every run computes it.
+func oversized(kept string, c buffer.Cut, pos buffer.Position) store.DeadLetter {
 	reason := fmt.Sprintf("entry of %d bytes is over the limit of %d (uum.MaxEntryBytes); raw keeps its first %d bytes",
-		len(raw), uum.MaxEntryBytes, oversizedKept)
-	return store.DeadLetter{CorrelationID: deadLetterID(raw, pos), Raw: raw[:oversizedKept:oversizedKept], Reason: reason}
+		c.Size, uum.MaxEntryBytes, len(kept))
+	return store.DeadLetter{CorrelationID: cutID(kept, c, pos), Raw: []byte(kept), Reason: reason}
+}
+
+// cutID is the correlation id of the dead letter of an entry found at pos,
+// of which the peek sent kept, c being the rest: its position names it,
+// and its size and first bytes stand for the bytes never read.
+func cutID(kept string, c buffer.Cut, pos buffer.Position) string {
+	return deadLetterID(fmt.Appendf(nil, "cut:%d:%s", c.Size, kept), pos)
+}
+
+// entryID is the correlation id of the dead letter of b's entry i.
+func (b *batch) entryID(i int) string {
+	if c, ok := b.cuts[i]; ok {
+		return cutID(b.raw[i], c, b.at.Add(i))
+	}
+	return deadLetterID([]byte(b.raw[i]), b.at.Add(i))
 }
 
 // deadLetterID returns the correlation id of the dead letter of the entry

@@ -238,25 +238,25 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		d.logger.WarnContext(ctx, "buffer over max queue depth", "queue_depth", depth, "max_queue_depth", d.cfg.MaxQueueDepth)
 		_ = d.stats.Incr(MetricQueueOverflow, nil, 1) // statsd is best-effort UDP
 	}
-	at, raw, err := d.peek(ctx, lease, 0)
+	read, err := d.peek(ctx, lease, 0)
 	if err != nil {
 		return sum, err
 	}
 	var marks marker
 	defer marks.wait()
-	next := d.prepare(ctx, at, raw)
+	next := d.prepare(ctx, read)
 	for len(next.raw) > 0 && sum.Iterations < d.cfg.MaxIterations {
 		cur := next
 		var prefetched chan *batch
 		var peekErr error
 		if sum.Iterations+1 < d.cfg.MaxIterations {
-			at, raw, peekErr = d.peek(ctx, lease, len(cur.raw))
+			read, peekErr = d.peek(ctx, lease, len(cur.raw))
 			if errors.Is(peekErr, buffer.ErrFenceLost) {
 				return sum, peekErr // commit nothing once the lease is gone
 			}
-			if len(raw) > 0 {
+			if len(read.Entries) > 0 {
 				prefetched = make(chan *batch, 1)
-				go func(at buffer.Position, raw []string) { prefetched <- d.prepare(ctx, at, raw) }(at, raw)
+				go func(read buffer.Batch) { prefetched <- d.prepare(ctx, read) }(read)
 			}
 		}
 		err := d.finish(ctx, lease, cur, &marks)
@@ -281,28 +281,28 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		if prefetched == nil && sum.Iterations < d.cfg.MaxIterations {
 			// The batch emptied the buffer as it was; look again for
 			// entries pushed meanwhile.
-			if at, raw, err = d.peek(ctx, lease, 0); err != nil {
+			if read, err = d.peek(ctx, lease, 0); err != nil {
 				return sum, err
 			}
-			next = d.prepare(ctx, at, raw)
+			next = d.prepare(ctx, read)
 		}
 	}
 	return sum, nil
 }
 
 // peek reads the batch after the skip oldest entries and the position it
-// starts at, under the lease's fence.
-func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (buffer.Position, []string, error) {
-	at, raw, err := lease.Peek(ctx, skip, d.cfg.BatchSize)
+// starts at, under the lease's fence, within peekBound.
+func (d *Drainer) peek(ctx context.Context, lease *buffer.Lease, skip int) (buffer.Batch, error) {
+	read, err := lease.PeekBounded(ctx, skip, d.cfg.BatchSize, peekBound)
 	failpoint.Hit(failpoint.AfterPeek)
-	return at, raw, step("peek", err)
+	return read, step("peek", err)
 }
 
 // prepare runs the steps before the commit: build the batch, then filter
-// it through the seen-cache. at is the buffer position of raw[0].
-func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string) *batch {
-	b := d.build(at, raw)
-	if len(raw) == 0 {
+// it through the seen-cache.
+func (d *Drainer) prepare(ctx context.Context, read buffer.Batch) *batch {
+	b := d.build(read)
+	if len(b.raw) == 0 {
 		return b
 	}
 	hits, basis, err := d.seen.SeenBasis(ctx, b.pairs)
@@ -320,9 +320,9 @@ func (d *Drainer) prepare(ctx context.Context, at buffer.Position, raw []string)
 }
 
 // build runs the steps that need nothing but the entries: decode, dedupe.
-func (d *Drainer) build(at buffer.Position, raw []string) *batch {
-	b := &batch{at: at, raw: raw, now: time.Now()}
-	if len(raw) > 0 {
+func (d *Drainer) build(read buffer.Batch) *batch {
+	b := &batch{at: read.At, raw: read.Entries, cuts: read.Cuts, now: time.Now()}
+	if len(b.raw) > 0 {
 		b.decode(d.names)
 		b.dedupe()
 	}

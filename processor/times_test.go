@@ -75,3 +75,42 @@ func TestDrainDeadLettersOversizedEntries(t *testing.T) {
 	require.Len(t, reasons, 1)
 	require.Contains(t, reasons[0], fmt.Sprintf("entry of %d bytes", len(huge)))
 }
+
+// TestDrainBoundsWhatAPeekReads drains entries that a batch would read
+// whole, tens of MB: 12 entries of 3 MiB, sent cut to their first 4 KiB
+// by the peek (each one dead letter with its whole size), two a batch as
+// a batch reads at most 8 MiB; and 100 valid user events padded to
+// 100 KiB (a field the decoder ignores), all counted, in two batches
+// although the batch size would take them at once.
+func TestDrainBoundsWhatAPeekReads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, redistest.Real)
+	b.cfg.BatchSize = 500
+	var huge []string
+	for i := range 12 {
+		huge = append(huge, fmt.Sprintf(`{"n":%02d,"pad":"%s"}`, i, strings.Repeat("x", 3<<20)))
+	}
+	b.push(t, huge...)
+	sum := b.drain(t)
+	require.Equal(t, 12, sum.DeadLettered)
+	require.Equal(t, 6, sum.Iterations, "a third 3 MiB entry would take the read past 8 MiB")
+	raws := b.deadLetterRaws(t)
+	require.Len(t, raws, 12)
+	for _, r := range raws {
+		require.Len(t, r, 4<<10)
+	}
+	for _, reason := range b.deadLetterReasons(t) {
+		require.Contains(t, reason, fmt.Sprintf("entry of %d bytes", len(huge[0])))
+	}
+
+	padded := make([]string, 100)
+	for i := range padded {
+		padded[i] = `{"v":2,"user_id":"` + uum.NewUUID().String() + `","event_name":"a","buffered_at":1767225600123,"pad":"` +
+			strings.Repeat("x", 100<<10) + `"}`
+	}
+	b.push(t, padded...)
+	sum = b.drain(t)
+	require.Equal(t, 100, sum.EventsProcessed)
+	require.Equal(t, 2, sum.Iterations, "8 MiB is 81 entries of 100 KiB: two batches")
+	require.Equal(t, map[string]int64{"a": 100}, b.totals(t))
+}
