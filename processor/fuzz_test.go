@@ -71,7 +71,7 @@ func FuzzDrain(f *testing.F) {
 		h.reset(t)
 		pushed := h.interleave(t, a, b)
 		h.drainAtMostTwice(t)
-		h.check(t, pushed)
+		h.check(t, h.expect(pushed, nil))
 	})
 }
 
@@ -84,6 +84,8 @@ type drainHarness struct {
 	set    *rules.Set
 	buf    *buffer.List
 	start  time.Time
+	// transitions: the counters have fuzzUpgradedCounters' "online".
+	transitions bool
 }
 
 // reset empties every table the drain writes, so each iteration's
@@ -153,15 +155,22 @@ type expected struct {
 	hits       int64
 	windowHits int64
 	poison     []string
+	// online is the value of each key of the transition-safe counter
+	// "online" (fuzzUpgradedCounters) that is not 0; nil: not checked.
+	online map[string]int64
 	// unchecked: an entry's fate depends on when the drain read the
 	// clock (an occurred_at at the skew's border); only the buffer's
 	// emptiness is checked.
 	unchecked bool
 }
 
-// expect runs the drain's own decoder over the pushed entries, in order.
-func (h *drainHarness) expect(pushed [][]byte) expected {
+// expect runs the drain's own decoder over the pushed entries, in order
+// (the tracked ones in the order the drain reads them): admitted, if not
+// nil, are the names the name cap let in, the user events of any other
+// name being dead letters.
+func (h *drainHarness) expect(pushed [][]byte, admitted map[string]bool) expected {
 	e := expected{pairs: map[uum.Pair]bool{}, ids: map[string]bool{}}
+	on := map[[2]string]bool{} // (site, acct) of the entities "online" has on
 	// Retention is measured from the commit, a little after start: an
 	// event within a minute of the horizon could fall either side.
 	horizon := h.start.Add(-processor.DefaultWindowRetention)
@@ -175,12 +184,15 @@ func (h *drainHarness) expect(pushed [][]byte) expected {
 			e.unchecked = true
 		case err != nil, entry.Tracked != nil && entry.Tracked.OccurredAt.After(ahead):
 			e.poison = append(e.poison, string(raw))
+		case entry.Tracked == nil && admitted != nil && !admitted[entry.Name]:
+			e.poison = append(e.poison, string(raw))
 		case entry.Tracked == nil:
 			e.pairs[entry.Pair()] = true
 		case e.ids[entry.Tracked.ID]:
 			e.duplicates++
 		default:
 			e.ids[entry.Tracked.ID] = true
+			transition(on, entry.Tracked)
 			if entry.Tracked.Type != "hit" {
 				continue
 			}
@@ -193,12 +205,31 @@ func (h *drainHarness) expect(pushed [][]byte) expected {
 			}
 		}
 	}
+	if h.transitions {
+		e.online = map[string]int64{}
+		for k, isOn := range on {
+			if isOn {
+				e.online[k[0]]++
+			}
+		}
+	}
 	return e
 }
 
+// transition applies te to the entities of the transition-safe counter
+// "online": "up" turns its (site, acct) on, "down" off.
+func transition(on map[[2]string]bool, te *uum.TrackedEvent) {
+	k := [2]string{te.Dimensions["site"], te.Dimensions["acct"]}
+	switch te.Type {
+	case "up":
+		on[k] = true
+	case "down":
+		on[k] = false
+	}
+}
+
 // check compares Postgres with what the pushed entries must leave.
-func (h *drainHarness) check(t *testing.T, pushed [][]byte) {
-	want := h.expect(pushed)
+func (h *drainHarness) check(t *testing.T, want expected) {
 	if want.unchecked {
 		return
 	}
@@ -249,6 +280,15 @@ func (h *drainHarness) check(t *testing.T, pushed [][]byte) {
 	slices.Sort(want.poison)
 	require.Equal(t, nilIfEmpty(want.poison), nilIfEmpty(list(`SELECT raw FROM dead_letters WHERE kind = 'entry'`)),
 		"one dead letter per poison entry, its raw bytes as pushed")
+	if want.online != nil {
+		var online []string
+		for site, n := range want.online {
+			online = append(online, fmt.Sprintf("%s=%d", site, n))
+		}
+		slices.Sort(online)
+		require.Equal(t, nilIfEmpty(online), nilIfEmpty(list(`SELECT convert_to(coalesce(dimensions_json->>'site', '') || '=' || value, 'UTF8')
+			FROM counters WHERE counter_name = 'online' AND value <> 0`)), "entities on per site (transition-safe)")
+	}
 }
 
 func nilIfEmpty(s []string) []string {
