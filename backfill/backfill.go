@@ -1,6 +1,9 @@
 // Package backfill loads historical (user, event name, first-seen time)
-// rows, one JSON object a line, straight into Postgres: for migrating the
-// pairs an older system logged. It streams its input in batches, each one
+// rows, and (user, event name, day) activity rows, one JSON object a line,
+// straight into Postgres: for migrating the pairs and the active users an
+// older system logged. Every line marks its user active on its event and
+// day (a first-seen time's day in the report zone), in the active-user
+// sets, in the batch's transaction. It streams its input in batches, each one
 // transaction that registers the batch's new event names, inserts the
 // pairs that do not exist yet and adds those to the per-event totals, and
 // moves the first-seen time of a recorded pair earlier when the line's is
@@ -35,12 +38,12 @@ type Store interface {
 	// RegisteredNames reports which of names are registered and how many
 	// are in all.
 	RegisteredNames(ctx context.Context, names []string) (known map[string]bool, total int64, err error)
-	// Backfill registers names, inserts the rows that do not exist,
-	// adding them to the totals, and moves the first-seen time of those
-	// recorded with a later one to the row's, in one transaction; it
-	// returns how many it inserted and how many it moved. The rows' pairs
-	// are distinct.
-	Backfill(ctx context.Context, names []string, rows []store.DatedPair) (inserted, moved int, err error)
+	// BackfillActivity registers names, adds acts to the active-user
+	// sets, inserts the rows that do not exist, adding them to the
+	// totals, and moves the first-seen time of those recorded with a
+	// later one to the row's, in one transaction; it returns how many it
+	// inserted and how many it moved. The rows' pairs are distinct.
+	BackfillActivity(ctx context.Context, names []string, rows []store.DatedPair, acts []store.Activity) (inserted, moved int, err error)
 }
 
 // NameChecker applies the event-name policy (UUM_EVENT_NAMES), as the drain
@@ -55,6 +58,10 @@ const DefaultBatchSize = 5000
 
 // MaxLineBytes is the longest line read; a longer one is invalid.
 const MaxLineBytes = 64 << 10
+
+// DefaultOldestDay is the earliest day an activity line may name when
+// Options.OldestDay is zero: older is taken for a typo (0201 for 2021).
+var DefaultOldestDay = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Options tune a run. The zero value is a lenient run in batches of
 // DefaultBatchSize with no cap on event names.
@@ -75,6 +82,13 @@ type Options struct {
 	// Now is the clock that decides which times are in the future
 	// (time.Now if nil).
 	Now func() time.Time
+	// Zone is the report time zone (UUM_REPORT_TIMEZONE): the days of
+	// first-seen times, and which day is today for activity lines. Nil is
+	// UTC.
+	Zone *time.Location
+	// OldestDay is the earliest date an activity line may name (its
+	// year, month and day; DefaultOldestDay if zero).
+	OldestDay time.Time
 }
 
 // InvalidLine is a skipped line: its 1-based number and why.
@@ -91,12 +105,14 @@ func (e *InvalidLineError) Error() string {
 }
 
 // Summary counts what a run did. Lines = Inserted + AlreadyPresent +
-// Invalid + Blank once the run is complete: a pair repeated in the input is
-// already present the second time.
+// Activity + Invalid + Blank once the run is complete: a pair repeated in
+// the input is already present the second time.
 type Summary struct {
 	Lines          int64 `json:"lines"`
 	Inserted       int64 `json:"inserted"`
 	AlreadyPresent int64 `json:"already_present"`
+	// Activity are the activity lines loaded (user, event, day).
+	Activity int64 `json:"activity"`
 	// MovedEarlier are the already present pairs whose first-seen time
 	// the line moved earlier.
 	MovedEarlier int64         `json:"moved_earlier"`
@@ -122,6 +138,13 @@ func New(st Store, names NameChecker, opt Options) *Loader {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	if opt.Zone == nil {
+		opt.Zone = time.UTC
+	}
+	if opt.OldestDay.IsZero() {
+		opt.OldestDay = DefaultOldestDay
+	}
+	opt.OldestDay = dateOf(opt.OldestDay, opt.OldestDay.Location())
 	return &Loader{store: st, names: names, opt: opt}
 }
 
@@ -130,6 +153,14 @@ type row struct {
 	UserID    *string `json:"user_id"`
 	EventName *string `json:"event_name"`
 	CreatedAt *string `json:"created_at"`
+	Day       *string `json:"day"`
+}
+
+// dateOf is the date t falls on in zone, as its midnight UTC: how
+// store.Activity names a day.
+func dateOf(t time.Time, zone *time.Location) time.Time {
+	y, m, d := t.In(zone).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
 // Load reads r to the end, committing a batch every BatchSize valid rows
@@ -170,35 +201,76 @@ func (l *Loader) take(sum *Summary, b *batch, line []byte, readErr error, now ti
 		sum.Blank++
 		return nil
 	}
-	p, reason := l.parse(line, now)
+	var r row
+	if err := json.Unmarshal(line, &r); err != nil {
+		return l.invalid(sum, sum.Lines, "bad JSON: "+err.Error())
+	}
+	if r.Day != nil && r.CreatedAt == nil {
+		a, reason := l.parseActivity(r, now)
+		if reason != "" {
+			return l.invalid(sum, sum.Lines, reason)
+		}
+		b.addActivity(a, sum.Lines)
+		return nil
+	}
+	p, reason := l.parse(r, now)
 	if reason != "" {
 		return l.invalid(sum, sum.Lines, reason)
 	}
-	b.add(p, sum.Lines)
+	b.add(p, dateOf(p.CreatedAt, l.opt.Zone), sum.Lines)
 	return nil
 }
 
-// parse decodes and validates a line; reason says why it is invalid.
-func (l *Loader) parse(line []byte, now time.Time) (p store.DatedPair, reason string) {
-	var r row
-	if err := json.Unmarshal(line, &r); err != nil {
-		return p, "bad JSON: " + err.Error()
+// parseActivity validates an activity line: a user, an event and a day
+// from OldestDay to today in the report zone.
+func (l *Loader) parseActivity(r row, now time.Time) (a store.Activity, reason string) {
+	user, name, reason := l.parseUser(r)
+	if reason != "" {
+		return a, reason
 	}
+	day, err := time.Parse(time.DateOnly, *r.Day)
+	switch today := dateOf(now, l.opt.Zone); {
+	case err != nil:
+		return a, fmt.Sprintf("day %q: must be a date as YYYY-MM-DD", *r.Day)
+	case day.After(today):
+		return a, fmt.Sprintf("day %q: after today (%s in the report time zone): days to come have no activity", *r.Day, today.Format(time.DateOnly))
+	case day.Before(l.opt.OldestDay):
+		return a, fmt.Sprintf("day %q: before %s, the oldest day accepted", *r.Day, l.opt.OldestDay.Format(time.DateOnly))
+	}
+	return store.Activity{User: user, Name: name, Day: day}, ""
+}
+
+// parseUser validates a line's user and event name.
+func (l *Loader) parseUser(r row) (user uum.UUID, name, reason string) {
 	for _, f := range []struct {
 		name string
 		v    *string
-	}{{"user_id", r.UserID}, {"event_name", r.EventName}, {"created_at", r.CreatedAt}} {
+	}{{"user_id", r.UserID}, {"event_name", r.EventName}} {
 		if f.v == nil {
-			return p, f.name + ": missing"
+			return user, "", f.name + ": missing"
 		}
 	}
-	var err error
-	if p.UserID, err = uum.ParseUUID("user_id", *r.UserID); err != nil {
-		return p, describe(err)
+	user, err := uum.ParseUUID("user_id", *r.UserID)
+	if err != nil {
+		return user, "", describe(err)
 	}
-	p.Name = *r.EventName
-	if err := l.loggable(p.Name); err != nil {
-		return p, describe(err)
+	if err := l.loggable(*r.EventName); err != nil {
+		return user, "", describe(err)
+	}
+	return user, *r.EventName, ""
+}
+
+// parse validates a pair line.
+func (l *Loader) parse(r row, now time.Time) (p store.DatedPair, reason string) {
+	switch {
+	case r.CreatedAt != nil && r.Day != nil:
+		return p, "created_at, day: give one: created_at for the first time a user did the event, day for activity only"
+	case r.CreatedAt == nil:
+		return p, "created_at: missing (or day, for activity only)"
+	}
+	var err error
+	if p.UserID, p.Name, reason = l.parseUser(r); reason != "" {
+		return p, reason
 	}
 	if p.CreatedAt, err = time.Parse(time.RFC3339Nano, *r.CreatedAt); err != nil {
 		return p, fmt.Sprintf("created_at %q: not an RFC 3339 time", *r.CreatedAt)
@@ -250,14 +322,15 @@ func (l *Loader) flush(ctx context.Context, sum *Summary, b *batch) error {
 		return err
 	}
 	rows := b.distinct()
-	inserted, moved, err := l.store.Backfill(ctx, newNames, rows)
+	inserted, moved, err := l.store.BackfillActivity(ctx, newNames, rows, b.activity())
 	if err != nil {
 		return err
 	}
 	sum.Batches++
 	sum.Inserted += int64(inserted)
 	sum.MovedEarlier += int64(moved)
-	sum.AlreadyPresent += int64(b.len() - inserted)
+	sum.AlreadyPresent += int64(len(b.lines) - inserted)
+	sum.Activity += int64(len(b.actLines) - len(b.lines))
 	if l.opt.Progress != nil {
 		l.opt.Progress(*sum)
 	}

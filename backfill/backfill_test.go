@@ -189,6 +189,64 @@ func TestLoad(t *testing.T) {
 		require.Equal(t, map[string]int64{"ok": 3}, b.totals(t))
 	})
 
+	// Activity lines mark users active on a day, in the report zone: here
+	// Pacific/Kiritimati, where it is already 2026-03-02 (UTC: 03-01). A
+	// pair line marks its first-seen time's day there too.
+	t.Run("ActivityLines", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		zone, err := time.LoadLocation("Pacific/Kiritimati")
+		require.NoError(t, err)
+		u := []uum.UUID{uum.NewUUID(), uum.NewUUID(), uum.NewUUID()}
+		act := func(user uum.UUID, name, day string) string {
+			return fmt.Sprintf(`{"user_id":%q,"event_name":%q,"day":%q}`, user, name, day)
+		}
+		lines := []string{
+			act(u[0], "login", "2026-02-20"),
+			act(u[1], "login", "2026-02-20"),
+			act(u[0], "search", "2026-03-02"), // today in the zone
+			line(u[2], "login", time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)),
+			act(u[0], "login", "2026-02-20"), // again
+			act(u[0], "login", "2026-03-03"), // 6
+			act(u[0], "login", "2026-02-30"),
+			act(u[0], "login", "1999-12-31"),
+			`{"user_id":"` + u[0].String() + `","event_name":"login","day":"2026-02-20","created_at":"2026-02-20T10:00:00Z"}`,
+			`{"event_name":"login","day":"2026-02-20"}`, // 10
+		}
+		opt := backfill.Options{Zone: zone, BatchSize: 4}
+		sum, err := b.load(t, nil, opt, lines...)
+		require.NoError(t, err)
+		require.Equal(t, backfill.Summary{Lines: 10, Inserted: 1, Activity: 4, Invalid: 5, Batches: 2, Elapsed: time.Second}, sum)
+		lineNumbers := make([]int64, len(b.invalid))
+		for i, il := range b.invalid {
+			lineNumbers[i] = il.Line
+		}
+		require.Equal(t, []int64{6, 7, 8, 9, 10}, lineNumbers)
+		for i, want := range []string{`day "2026-03-03": after today (2026-03-02 in the report time zone)`, `day "2026-02-30": must be a date`,
+			`day "1999-12-31": before 2000-01-01`, "created_at, day: give one", "user_id: missing"} {
+			require.Contains(t, b.invalid[i].Reason, want, "line %d", b.invalid[i].Line)
+		}
+		require.Equal(t, map[string]int64{"login": 1}, b.totals(t), "activity lines count no pair")
+
+		from, to := time.Date(2026, 2, 20, 0, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+		cards := func(names ...string) map[int]uint64 {
+			days, err := b.store.ActiveUserDays(ctx, names, from, to)
+			require.NoError(t, err)
+			out := map[int]uint64{}
+			for i, d := range days {
+				if !d.IsEmpty() {
+					out[i] = d.GetCardinality()
+				}
+			}
+			return out
+		}
+		want := [3]map[int]uint64{{0: 2, 10: 1}, {10: 1}, {0: 2, 10: 2}}
+		require.Equal(t, want, [3]map[int]uint64{cards("login"), cards("search"), cards()})
+		_, err = b.load(t, nil, opt, lines...)
+		require.NoError(t, err)
+		require.Equal(t, want, [3]map[int]uint64{cards("login"), cards("search"), cards()}, "a rerun changes no set")
+	})
+
 	t.Run("StrictStopsAtTheFirstInvalidLine", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -101,6 +101,28 @@ func (s *Store) Backfill(ctx context.Context, names []string, rows []DatedPair) 
 	return inserted, moved, nil
 }
 
+// BackfillActivity is Backfill that also adds acts to the active-user
+// sets (AddActivity) in the same transaction, first, as a drain does: the
+// names, the user dictionary, then the pairs. Adding a user to a set again
+// changes nothing, so a repeated run only appends deltas the compaction
+// folds away.
+func (s *Store) BackfillActivity(ctx context.Context, names []string, rows []DatedPair, acts []Activity) (inserted, moved int, err error) {
+	if len(acts) == 0 {
+		return s.Backfill(ctx, names, rows)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		if err := AddActivity(ctx, tx, acts); err != nil {
+			return err
+		}
+		inserted, moved, err = backfillTx(ctx, tx, names, rows)
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("backfill: %w", interpret(err))
+	}
+	return inserted, moved, nil
+}
+
 // backfillTx is Backfill's transaction, on db.
 func backfillTx(ctx context.Context, db DBTX, names []string, rows []DatedPair) (inserted, moved int, err error) {
 	sorted := slices.Clone(rows)

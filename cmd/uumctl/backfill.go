@@ -27,17 +27,24 @@ const progressEvery = 100_000
 
 func runBackfill(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("backfill", "FILE.jsonl\n\n"+
-		"Loads historical rows, one JSON object a line: {\"user_id\":\"<uuid>\",\"event_name\":\"<name>\",\"created_at\":\"<RFC 3339>\"}.\n"+
+		"Loads historical rows, one JSON object a line: {\"user_id\":\"<uuid>\",\"event_name\":\"<name>\",\"created_at\":\"<RFC 3339>\"}\n"+
+		"for the first time a user did an event, {\"user_id\":…,\"event_name\":…,\"day\":\"YYYY-MM-DD\"} for a day they did it.\n"+
 		"Pairs already recorded are not counted again, so a run can be repeated; one recorded with a later time\n"+
-		"takes the line's time as its first-seen time (moved earlier, never later).\n"+
+		"takes the line's time as its first-seen time (moved earlier, never later). Every line marks its user\n"+
+		"active on its event and day (in UUM_REPORT_TIMEZONE); a day after today or before --oldest is invalid.\n"+
 		"Invalid lines are reported on stderr with their number and skipped (exit 0) unless --strict (exit 1).\n")
 	strict := fs.Bool("strict", false, "stop at the first invalid line; the batches before it stay committed")
 	size := fs.Int("batch", backfill.DefaultBatchSize, "rows per transaction")
+	oldest := fs.String("oldest", backfill.DefaultOldestDay.Format(time.DateOnly), "the earliest day an activity line may name, YYYY-MM-DD")
 	if err := c.parse(fs, args, 1); err != nil {
 		return helped(err)
 	}
 	if *size <= 0 {
 		return fmt.Errorf("%w: -batch must be a positive integer, got %d", app.ErrUsage, *size)
+	}
+	oldestDay, err := time.Parse(time.DateOnly, *oldest)
+	if err != nil {
+		return fmt.Errorf("%w: -oldest must be a date as YYYY-MM-DD, got %q", app.ErrUsage, *oldest)
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {
@@ -62,7 +69,9 @@ func runBackfill(ctx context.Context, c *cli, args []string) error {
 			p.clear()
 			fmt.Fprintf(c.stderr, "line %d: %s\n", il.Line, il.Reason)
 		},
-		Progress: p.update,
+		Progress:  p.update,
+		Zone:      deps.Config.Active.Location(),
+		OldestDay: oldestDay,
 	}
 	sum, err := backfill.New(deps.Store, names, opt).Load(ctx, in)
 	p.finish()
@@ -72,6 +81,7 @@ func runBackfill(ctx context.Context, c *cli, args []string) error {
 		{"inserted", strconv.FormatInt(sum.Inserted, 10)},
 		{"already present", strconv.FormatInt(sum.AlreadyPresent, 10)},
 		{"moved earlier", strconv.FormatInt(sum.MovedEarlier, 10)},
+		{"activity", strconv.FormatInt(sum.Activity, 10)},
 		{"invalid", strconv.FormatInt(sum.Invalid, 10)},
 		{"blank", strconv.FormatInt(sum.Blank, 10)},
 		{"elapsed", sum.Elapsed.Round(time.Millisecond).String()},

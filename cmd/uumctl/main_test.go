@@ -205,7 +205,7 @@ not json
 	require.Equal(t, 0, code, out)
 	var sum map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &sum))
-	require.Equal(t, map[string]any{"lines": 4.0, "inserted": 2.0, "already_present": 0.0, "moved_earlier": 0.0, "invalid": 2.0, "blank": 0.0, "batches": 1.0}, without(sum, "elapsed_seconds"))
+	require.Equal(t, map[string]any{"lines": 4.0, "inserted": 2.0, "already_present": 0.0, "moved_earlier": 0.0, "activity": 0.0, "invalid": 2.0, "blank": 0.0, "batches": 1.0}, without(sum, "elapsed_seconds"))
 	require.Equal(t, int64(2), total())
 
 	out, code = uumctl(t, stack.Env, "backfill", file)
@@ -227,6 +227,20 @@ not json
 	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT created_at FROM unique_user_events WHERE user_id = $1`, [16]byte(u)).Scan(&firstSeen))
 	require.True(t, earlier.Equal(firstSeen), "first seen %s", firstSeen)
 	require.Equal(t, int64(2), total())
+
+	// Activity lines: a day of history is active users, a day to come is
+	// an invalid line naming the field.
+	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	day := time.Now().UTC().AddDate(0, 0, -10).Format(time.DateOnly)
+	require.NoError(t, os.WriteFile(activity, fmt.Appendf(nil, `{"user_id":%q,"event_name":"login","day":%q}`+"\n"+`{"user_id":%q,"event_name":"login","day":"2999-01-01"}`+"\n",
+		u, day, u), 0o600))
+	out, errText, code := uumctlErr(t, stack.Env, "backfill", activity)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `activity\s+1\n`, out)
+	require.Contains(t, errText, `line 2: day "2999-01-01": after today`)
+	out, code = uumctl(t, stack.Env, "active-users", "--event", "login", "--from", day, "--to", day, "--json")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"active_users":1`)
 
 	// A live event for a backfilled pair: the seen-cache misses, the
 	// insert skips it, nothing counts twice.
