@@ -3,6 +3,7 @@ package activeusers
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
@@ -14,13 +15,17 @@ type Key struct {
 }
 
 // Cache keeps sets of closed days in memory, up to a bound on their bytes,
-// the least recently used out first: a closed day's set no longer changes,
-// so a repeated query reads Postgres only for the days it has not seen.
+// the least recently used out first: a closed day's set no longer changes
+// with the drain, so a repeated query reads Postgres only for the days it
+// has not seen. A backfill or a restore can still add users to a closed
+// day: with MaxAge, a set is read again once it has been cached that long.
 // It is safe for concurrent use; the sets it returns are shared and must
 // not be modified.
 type Cache struct {
 	mu       sync.Mutex
 	maxBytes int64
+	maxAge   time.Duration // 0: no bound
+	now      func() time.Time
 	bytes    int64
 	order    list.List // of *cached, most recently used first
 	byKey    map[Key]*list.Element
@@ -30,15 +35,31 @@ type cached struct {
 	key   Key
 	set   *roaring.Bitmap
 	bytes int64
+	at    time.Time // when it was put
 }
+
+// CacheOption sets up a Cache.
+type CacheOption func(*Cache)
+
+// MaxAge bounds how long a set stays cached: older, Get misses it and the
+// caller reads it again. 0 (the default) keeps a set until it is evicted.
+func MaxAge(d time.Duration) CacheOption { return func(c *Cache) { c.maxAge = d } }
+
+// CacheClock makes the cache read the time from now (time.Now by default).
+func CacheClock(now func() time.Time) CacheOption { return func(c *Cache) { c.now = now } }
 
 // NewCache returns a cache holding at most maxBytes bytes of sets; 0 or
 // less caches nothing.
-func NewCache(maxBytes int64) *Cache {
-	return &Cache{maxBytes: maxBytes, byKey: map[Key]*list.Element{}}
+func NewCache(maxBytes int64, opts ...CacheOption) *Cache {
+	c := &Cache{maxBytes: maxBytes, now: time.Now, byKey: map[Key]*list.Element{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
-// Get returns the set of k, if cached.
+// Get returns the set of k, if cached and not older than the cache's
+// MaxAge (an older one is dropped).
 func (c *Cache) Get(k Key) (*roaring.Bitmap, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -46,8 +67,13 @@ func (c *Cache) Get(k Key) (*roaring.Bitmap, bool) {
 	if !ok {
 		return nil, false
 	}
+	v := e.Value.(*cached)
+	if c.maxAge > 0 && c.now().Sub(v.at) > c.maxAge {
+		c.remove(e)
+		return nil, false
+	}
 	c.order.MoveToFront(e)
-	return e.Value.(*cached).set, true
+	return v.set, true
 }
 
 // Put caches the set of k, evicting the least recently used sets to stay
@@ -65,7 +91,7 @@ func (c *Cache) Put(k Key, set *roaring.Bitmap) {
 	for c.bytes+n > c.maxBytes {
 		c.remove(c.order.Back())
 	}
-	c.byKey[k] = c.order.PushFront(&cached{key: k, set: set, bytes: n})
+	c.byKey[k] = c.order.PushFront(&cached{key: k, set: set, bytes: n, at: c.now()})
 	c.bytes += n
 }
 

@@ -2,6 +2,7 @@ package activeusers_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
@@ -55,5 +56,21 @@ func TestCache(t *testing.T) {
 		off.Put(k, set(1))
 		_, ok = off.Get(k)
 		require.False(t, ok)
+	})
+
+	t.Run("ReadsASetAgainPastItsMaxAge", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		c := activeusers.NewCache(1<<20, activeusers.MaxAge(10*time.Minute), activeusers.CacheClock(func() time.Time { return now }))
+		k := activeusers.Key{Event: "a", Day: 1}
+		c.Put(k, set(10))
+		now = now.Add(10 * time.Minute)
+		_, ok := c.Get(k)
+		require.True(t, ok, "at its max age")
+		now = now.Add(time.Second)
+		_, ok = c.Get(k)
+		require.False(t, ok, "past it: a backfill into the day shows")
+		sets, _ := c.Size()
+		require.Zero(t, sets, "dropped")
 	})
 }

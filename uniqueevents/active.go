@@ -53,6 +53,12 @@ var errNoActivityStore = errors.New("uum: active users need a store that impleme
 // sets of closed days.
 const DefaultActiveCacheBytes = 256 << 20
 
+// ActiveCacheMaxAge is how long a Client keeps a closed day's set before
+// reading it again: the drain no longer changes a closed day, but a
+// backfill (uumctl backfill's activity lines) or a restore can, and shows
+// in a reader's figures at most this long after it committed.
+const ActiveCacheMaxAge = 10 * time.Minute
+
 // closedAfter is how long after its end a day's sets are taken as final
 // and cached: the drain files an event under the day it was buffered, so a
 // day changes only while its last entries are drained.

@@ -131,3 +131,38 @@ func TestActiveUsersInReportZone(t *testing.T) {
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "from", ve.Field)
 }
+
+// TestActiveUsersCacheMaxAge: a backfill into a closed day that a Client
+// has cached shows once the cached set is ActiveCacheMaxAge old.
+func TestActiveUsersCacheMaxAge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.Schema(t)
+	st := store.New(pool)
+	day := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	mark := func(users ...uum.UUID) { // as a backfill's activity lines
+		t.Helper()
+		acts := make([]store.Activity, len(users))
+		for i, u := range users {
+			acts[i] = store.Activity{User: u, Name: "login", Day: day}
+		}
+		require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error { return store.AddActivity(ctx, tx, acts) }))
+	}
+	mark(uum.NewUUID())
+	client, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
+	require.NoError(t, err)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	uniqueevents.SetClock(client, func() time.Time { return now }, time.UTC)
+	q := uniqueevents.ActiveQuery{EventNames: []string{"login"}, From: "2026-01-05", To: "2026-01-05"}
+	count := func() uint64 {
+		t.Helper()
+		got, err := client.ActiveUsers(ctx, q)
+		require.NoError(t, err)
+		return got.ActiveUsers
+	}
+	require.Equal(t, uint64(1), count())
+	mark(uum.NewUUID())
+	require.Equal(t, uint64(1), count(), "the cached closed day")
+	now = now.Add(uniqueevents.ActiveCacheMaxAge + time.Second)
+	require.Equal(t, uint64(2), count(), "read again past its max age")
+}

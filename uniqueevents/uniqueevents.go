@@ -194,10 +194,12 @@ func New(cfg config.Events, buf Buffer, seen Cache, db Store, stats statsd.Clien
 		windowRetention: defaultWindowRetention,
 		now:             time.Now,
 		reportZone:      time.UTC,
-		activeCache:     activeusers.NewCache(DefaultActiveCacheBytes),
 		stats:           stats,
 		logger:          logger,
 	}
+	// The cache reads c's clock, which tests set.
+	c.activeCache = activeusers.NewCache(DefaultActiveCacheBytes, activeusers.MaxAge(ActiveCacheMaxAge),
+		activeusers.CacheClock(func() time.Time { return c.now() }))
 	for _, o := range opts {
 		o(c)
 	}
