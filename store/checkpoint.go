@@ -238,11 +238,16 @@ func restoreActiveUsers(ctx context.Context, tx pgx.Tx, rows CheckpointRows) (us
 		func(a ActiveSetRow) []any { return []any{a.Event, utcDate(a.Day), a.Users} }); err != nil {
 		return 0, 0, err
 	}
+	// The names are registered as the drain registers them: Citus refuses
+	// a temporary table joined to event_names, a reference table, in an
+	// INSERT (docs/scaling.md).
+	var names []string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT event_name ORDER BY event_name), '{}')
+		FROM restored_active_sets WHERE event_name <> ''`).Scan(&names); err != nil {
+		return 0, 0, err
+	}
 	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO event_names (name)
-		SELECT DISTINCT event_name FROM restored_active_sets r
-		WHERE event_name <> '' AND NOT EXISTS (SELECT 1 FROM event_names n WHERE n.name = r.event_name)
-		ORDER BY 1 ON CONFLICT (name) DO NOTHING`)
+	batch.Queue(registerMissingSQL, names)
 	batch.Queue(`INSERT INTO active_user_deltas (event_id, day, users)
 		SELECT CASE WHEN r.event_name = '' THEN 0 ELSE n.id END, r.day, r.users
 		FROM restored_active_sets r LEFT JOIN event_names n ON n.name = r.event_name`)

@@ -18,8 +18,8 @@ import (
 )
 
 // TestCitusRefusedForms runs what a drain, the counters, the active-user
-// sets, reconciliation (with drift to repair), a backfill, a run failure
-// and the reads send, on a pool that records every statement, and fails
+// sets, a checkpoint's restore, reconciliation (with drift to repair), a
+// backfill, a run failure and the reads send, on a pool that records every statement, and fails
 // if one takes a form Citus 13 refuses on the layout of docs/scaling.md
 // (citusRefused), whatever kind of table the statement writes. Each
 // form was found running uum on a real Citus cluster; this keeps them
@@ -27,15 +27,8 @@ import (
 func TestCitusRefusedForms(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, dbURL := dbtest.Schema(t)
 	sent := &statements{}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = sent
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	pool, st := recordedStore(t, sent)
 
 	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	pairs := []store.DatedPair{
@@ -44,7 +37,7 @@ func TestCitusRefusedForms(t *testing.T) {
 		{Pair: uum.Pair{UserID: uum.NewUUID(), Name: "forms_b"}},
 	}
 	for range 2 { // the second time every total and day row exists: DO UPDATE
-		_, err = dbtest.Commit(ctx, st, dbtest.Batch{Pairs: pairs})
+		_, err := dbtest.Commit(ctx, st, dbtest.Batch{Pairs: pairs})
 		require.NoError(t, err)
 		require.NoError(t, st.InTx(ctx, func(tx pgx.Tx) error {
 			err := store.ApplyCounters(ctx, tx, []store.CounterDelta{{Counter: "c", Key: []byte("k"), Dimensions: "{}", Total: 1}})
@@ -64,6 +57,12 @@ func TestCitusRefusedForms(t *testing.T) {
 				{User: pairs[0].UserID, Name: "forms_a", Day: day}, {User: pairs[2].UserID, Name: "forms_d", Day: day}})
 		}))
 	}
+	_, restored := recordedStore(t, sent) // a checkpoint restored: counters, users, sets
+	require.NoError(t, st.ExportCounters(ctx, func(_ time.Time, rows store.CheckpointRows) error {
+		n, err := restored.RestoreCounters(ctx, rows)
+		require.Equal(t, int64(2), n.Users)
+		return err
+	}))
 	compacted, err := st.CompactActiveUsers(ctx, 10)
 	require.NoError(t, err)
 	require.Equal(t, 3, compacted)
@@ -103,6 +102,20 @@ func TestCitusRefusedForms(t *testing.T) {
 	}
 }
 
+// recordedStore is a store on a schema of its own whose pool records
+// every statement in sent.
+func recordedStore(t *testing.T, sent *statements) (*pgxpool.Pool, *store.Store) {
+	t.Helper()
+	_, dbURL := dbtest.Schema(t)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = sent
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, store.New(pool)
+}
+
 // TestCitusRefusedFormsCatches holds citusRefused to the statements Citus
 // refused before they were rewritten, and to their rewrites.
 func TestCitusRefusedFormsCatches(t *testing.T) {
@@ -120,6 +133,9 @@ func TestCitusRefusedFormsCatches(t *testing.T) {
 			SELECT now() FROM up`, ""},
 		{`SELECT ARRAY(SELECT coalesce(x.n, 0) FROM generate_series(0, 23) g LEFT JOIN unnest(hrs, ns) AS x(hour, n) ON x.hour = g ORDER BY g)`, "a join"},
 		{`SELECT ARRAY(SELECT coalesce(ns[array_position(hrs, g)], 0) FROM generate_series(0, 23) g ORDER BY g)`, ""},
+		{`INSERT INTO event_names (name) SELECT DISTINCT event_name FROM restored_active_sets r
+			WHERE event_name <> '' AND NOT EXISTS (SELECT 1 FROM event_names n WHERE n.name = r.event_name)`, "a correlated subquery against event_names"},
+		{`SELECT EXISTS (SELECT 1 FROM counters) OR EXISTS (SELECT 1 FROM counter_states)`, ""},
 	} {
 		got := citusRefused(tc.sql)
 		if tc.refused == "" {
@@ -136,6 +152,11 @@ var (
 	// correlated form uum wrote: "correlated subqueries are not supported
 	// when the FROM clause contains a set returning function".
 	correlatedOverUnnest = regexp.MustCompile(`(?is)\bFROM\s+unnest\(.*\bEXISTS\s*\(`)
+	// correlatedNames is a subquery correlated to the reference table
+	// event_names, which Citus refuses from a set-returning function
+	// (above) or a local table ("direct joins between distributed and
+	// local tables are not supported").
+	correlatedNames = regexp.MustCompile(`(?is)\bEXISTS\s*\(\s*SELECT\b[^()]*\bFROM\s+event_names\s+(AS\s+)?\w+\s+WHERE\b`)
 	// doUpdateSet starts the SET clause of an upsert: "functions used in
 	// the DO UPDATE SET clause of INSERTs on distributed tables must be
 	// marked IMMUTABLE".
@@ -154,6 +175,8 @@ func citusRefused(sql string) string {
 	switch {
 	case correlatedOverUnnest.MatchString(sql):
 		return "a correlated subquery over unnest (use NOT IN or an anti-join)"
+	case correlatedNames.MatchString(sql):
+		return "a correlated subquery against event_names (register the names with NOT IN over an array)"
 	case seriesJoin.MatchString(sql):
 		return "a join to generate_series (look the values up with array_position)"
 	}

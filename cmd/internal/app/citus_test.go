@@ -169,6 +169,26 @@ func TestCitus(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, got, name)
 		}
+		// The drains' active-user sets, with the users' numbers, and the
+		// numbering past the largest.
+		require.Positive(t, h.Sets)
+		today := now.UTC()
+		for _, names := range [][]string{{"citus_a"}, {"citus_b"}, nil} {
+			want, err := st.ActiveUserDays(ctx, names, today, today)
+			require.NoError(t, err)
+			got, err := b.Store.ActiveUserDays(ctx, names, today, today)
+			require.NoError(t, err)
+			require.Equal(t, want[0].ToArray(), got[0].ToArray(), "active on %v", names)
+		}
+		var largest int64
+		require.NoError(t, a.Pool.QueryRow(ctx, `SELECT max(number) FROM user_numbers`).Scan(&largest))
+		require.NoError(t, b.Store.InTx(ctx, func(tx pgx.Tx) error {
+			numbers, err := store.UserNumbers(ctx, tx, []uum.UUID{uum.NewUUID()})
+			for _, n := range numbers {
+				require.Greater(t, int64(n), largest)
+			}
+			return err
+		}))
 		_, err = b.Store.RestoreCounters(ctx, f.Rows())
 		require.ErrorIs(t, err, store.ErrCountersExist)
 	})
