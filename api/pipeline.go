@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/health"
 	"github.com/uumhq/uum/pipemetrics"
 )
 
@@ -105,7 +106,11 @@ type statusBody struct {
 	QueueLagSeconds float64     `json:"queue_lag_seconds"`
 	LeasesHeld      int         `json:"leases_held"`
 	Shards          []shardBody `json:"shards"`
-	Timestamp       time.Time   `json:"timestamp"`
+	// Capacity is what the drain's settings sustain and how full the
+	// last runs were; Health the verdict on the pipeline (api/health.go).
+	Capacity  health.Capacity `json:"capacity"`
+	Health    health.Verdict  `json:"health"`
+	Timestamp time.Time       `json:"timestamp"`
 }
 
 // getStatus serves GET /v1/status.
@@ -123,9 +128,10 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) {
 		body.NextDrainAt, body.PrevDrainAt = timeOrNil(next), timeOrNil(prev)
 	}
 	if err != nil {
-		s.unavailable(w, r, "pipeline status", err)
+		s.statusUnavailable(w, r, err)
 		return
 	}
+	body.Capacity, body.Health = s.judge(ctx, &body)
 	writeJSON(w, http.StatusOK, body)
 }
 
