@@ -74,7 +74,7 @@ func TestStatusHealth(t *testing.T) {
 		b := setupStatus(t, fakeSchedule{err: errors.New("dial tcp 10.0.0.1:6379: refused")})
 		var got struct {
 			Error  struct{ Code string } `json:"error"`
-			Health health.Verdict         `json:"health"`
+			Health health.Verdict        `json:"health"`
 		}
 		requireJSON(t, call(b.h, "GET", "/v1/status", readToken, ""), http.StatusServiceUnavailable, &got)
 		require.Equal(t, "unavailable", got.Error.Code)
