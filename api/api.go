@@ -88,6 +88,7 @@ type server struct {
 	deadLetters DeadLetters    // nil: no /v1/dlq routes
 	metrics     *metricsRoutes // nil: no metrics routes
 	status      *statusRoutes  // nil: no status routes
+	drain       *drainRoutes   // nil: no POST /v1/drain
 	console     http.Handler   // nil: no /ui/
 	// counterSet defines the counters counters reads; nil: none.
 	counterSet *rules.Set
@@ -159,6 +160,7 @@ func (s *server) routes() {
 	s.dlqRoutes()
 	s.addMetricsRoutes()
 	s.addStatusRoutes()
+	s.addDrainRoutes()
 	if s.console != nil {
 		s.mux.Handle("GET /ui/", s.console)
 	}
@@ -191,6 +193,7 @@ var queryParams = map[string][]string{
 	routeRetention:                   slices.Concat(activeParams, []string{"period", "cohort", "periods"}),
 	"GET /v1/dlq":                    slices.Concat(dlqFilterParams, []string{"cursor", "limit"}),
 	"POST /v1/dlq/replay":            slices.Concat(dlqFilterParams, []string{"dry_run"}),
+	routeDrain:                       {"shard"},
 	"GET /v1/dlq/groups":             slices.Concat(dlqFilterParams, []string{"by", "limit"}),
 	"POST /v1/dlq/delete":            slices.Concat(dlqFilterParams, []string{"dry_run", "all"}),
 }

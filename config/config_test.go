@@ -33,8 +33,8 @@ var defaults = config.Config{
 	Redis:    config.Redis{URL: "redis://127.0.0.1:6379/0", KeyPrefix: "uum:", BufferShards: 1},
 	Database: config.Database{URL: "postgres://127.0.0.1:5432/uum?sslmode=disable", ReadTimeout: 2 * time.Second, Partitions: 16},
 	Processor: config.Processor{
-		BatchSize:        500,
-		MaxIterations:    20,
+		BatchSize:        2000,
+		MaxIterations:    150,
 		MaxQueueDepth:    10000,
 		DrainInterval:    10 * time.Minute,
 		MaxRetry:         3,

@@ -5,9 +5,9 @@ import "time"
 // Processor configures the drain that moves buffered events to Postgres.
 type Processor struct {
 	// BatchSize is the most events one drain iteration reads.
-	BatchSize int `env:"UUM_BATCH_SIZE" envDefault:"500" bin:"processor" desc:"Events read from the buffer per drain iteration."`
+	BatchSize int `env:"UUM_BATCH_SIZE" envDefault:"2000" bin:"processor" desc:"Events read from the buffer per drain iteration."`
 	// MaxIterations caps the iterations of one drain run.
-	MaxIterations int `env:"UUM_MAX_ITERATIONS" envDefault:"20" bin:"processor" desc:"Most iterations per drain run."`
+	MaxIterations int `env:"UUM_MAX_ITERATIONS" envDefault:"150" bin:"processor" desc:"Most iterations per drain run."`
 	// MaxQueueDepth is the buffer length above which a drain reports an
 	// overflow.
 	MaxQueueDepth int `env:"UUM_MAX_QUEUE_DEPTH" envDefault:"10000" bin:"processor" desc:"Buffer length above which a drain reports a queue overflow."`

@@ -71,6 +71,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	uniqueevents.SetDefault(events)
 	schedule := processor.NewSchedule(deps.Asynq, processor.QueueName(cfg.Redis.KeyPrefix))
 	defer schedule.Close()
+	trigger := processor.NewTrigger(deps.Asynq, processor.QueueName(cfg.Redis.KeyPrefix), cfg.Processor.MaxRetry, cfg.Processor.DrainInterval)
+	defer trigger.Close()
 	handler := api.New(cfg.API, events, deps.Store, map[string]api.Pinger{
 		"redis":    pingFunc(func(ctx context.Context) error { return deps.Redis.Ping(ctx).Err() }),
 		"postgres": deps.Store,
@@ -80,6 +82,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithCounters(deps.Counters, deps.Store),
 		api.WithActiveUsers(events),
 		api.WithStatus(deps.Pipeline, buffer.NewLeases(deps.Redis, cfg.Redis.KeyPrefix), schedule, cfg.Processor.LeaseTTL),
+		api.WithDrainNow(trigger, deps.Pipeline, schedule),
 		api.WithConsole(console.Handler()))
 
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.API.Addr)

@@ -265,7 +265,7 @@ func TestCluster(t *testing.T) {
 	require.Equal(t, 1, count("SELECT count(*) FROM unique_user_events WHERE event_name = 'later'"))
 
 	out, code = uumctl(t, env, "status", "--json")
-	require.Equal(t, 0, code, out)
+	require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 	var st struct {
 		Pipeline struct {
 			TotalEvents int64 `json:"total_events"`

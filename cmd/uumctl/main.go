@@ -3,8 +3,9 @@
 // historical rows and checkpoint the persistent counters. It reads the
 // same UUM_* environment as the services.
 // Output is a human table by default and JSON with --json; the exit status
-// is 0 on success, 1 on failure, 2 on a usage or configuration error and 3
-// when reconcile --dry-run finds drift.
+// is 0 on success, 1 on failure, 2 on a usage or configuration error, 3
+// when reconcile --dry-run finds drift, and from uumctl status 4 when the
+// pipeline is degraded and 5 when it is failing.
 //
 // Subcommands use the standard flag package, one FlagSet each: the
 // command set is small and flag gives -h on every command for free, so a
@@ -38,7 +39,8 @@ func main() {
 
 // execute runs the command, reports its error on stderr and returns the
 // exit status: 0 ok, 1 failure, 2 usage or configuration error, 3 drift
-// that reconcile --dry-run found. The error is a line for a person,
+// that reconcile --dry-run found, 4 and 5 a degraded and a failing
+// pipeline that status found. The error is a line for a person,
 // "uumctl: <error>" (one per line of a multi-line error); with --json it
 // is the JSON line the services end with.
 func execute(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -50,6 +52,9 @@ func execute(ctx context.Context, args []string, lookup func(string) (string, bo
 	status := app.ExitCode(err)
 	if errors.Is(err, errDrift) {
 		status = 3
+	}
+	if ue, ok := errors.AsType[unhealthyError](err); ok {
+		status = ue.exitStatus()
 	}
 	if c.json {
 		app.Logger(stderr, "uumctl", slog.LevelInfo).Error("exiting", "error", err.Error(), "exit_status", status)
@@ -81,6 +86,7 @@ type command struct {
 var commands = map[string]command{
 	"status":       {"buffer depth and lag, drain lease, pipeline totals, open dead letters", runStatus},
 	"drain":        {"drain the buffer now (as processor -once)", runDrain},
+	"drain-now":    {"make the running processors drain at once, all shards or one [--shard N]", runDrainNow},
 	"dlq":          {"dead-letter queue: ls, show, replay, rm", runDLQ},
 	"reconcile":    {"recompute the unique-user totals and repair drift [--dry-run]", runReconcile},
 	"backfill":     {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
@@ -98,7 +104,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --json and --help. Exit status: 0 ok, 1 failure, 2 usage or\nconfiguration error, 3 drift found by reconcile --dry-run. Configuration: the UUM_*\nvariables (docs/operations.md).")
+	fmt.Fprintln(w, "\nEvery command takes --json and --help. Exit status: 0 ok, 1 failure, 2 usage or\nconfiguration error, 3 drift found by reconcile --dry-run, 4 a degraded and 5 a failing\npipeline found by status (0 only when healthy). Configuration: the UUM_*\nvariables (docs/operations.md).")
 }
 
 // run runs the command args name and returns its error unreported.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/cmd/internal/app"
+	"github.com/uumhq/uum/health"
 	"github.com/uumhq/uum/internal/testkit/dbtest"
 	"github.com/uumhq/uum/internal/testkit/testenv"
 )
@@ -63,7 +64,7 @@ func TestUumctl(t *testing.T) {
 	require.Equal(t, 2, sum.DeadLettered)
 
 	out, code = uumctl(t, stack.Env, "status", "--json")
-	require.Equal(t, 0, code, out)
+	require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 	var st struct {
 		Pipeline struct {
 			TotalEvents int64 `json:"total_events"`
@@ -75,8 +76,11 @@ func TestUumctl(t *testing.T) {
 			DeadLettered int    `json:"dead_lettered"`
 			Error        string `json:"error"`
 		} `json:"last_run"`
+		Health health.Verdict `json:"health"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, health.Failing, st.Health.Status)
+	require.Equal(t, health.CodeNoProcessor, st.Health.Reasons[0].Code, "uumctl drain ran, no processor schedules runs")
 	require.Equal(t, int64(3), st.Pipeline.TotalEvents)
 	require.Equal(t, int64(2), st.Pipeline.DLQCount)
 	require.Equal(t, 3, st.LastRun.Drained)
@@ -84,8 +88,10 @@ func TestUumctl(t *testing.T) {
 	require.Equal(t, 2, st.LastRun.DeadLettered)
 	require.Empty(t, st.LastRun.Error)
 	out, code = uumctl(t, stack.Env, "status")
-	require.Equal(t, 0, code, out)
+	require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 	require.Contains(t, out, "open dead letters")
+	require.Regexp(t, `health\s+FAILING`, out)
+	require.Regexp(t, `no_processor\s+no processor is scheduling drain runs`, out)
 	require.Regexp(t, `last run\s+ok, finished .*: 1 iterations, 3 drained, 1 inserted, 2 dead-lettered`, out)
 
 	out, code = uumctl(t, stack.Env, "dlq", "ls", "-event_name", "later", "--json")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/uumhq/uum/buffer"
+	"github.com/uumhq/uum/health"
 	"github.com/uumhq/uum/pipemetrics"
 )
 
@@ -20,6 +21,10 @@ type statusReport struct {
 	// Shards are every buffer shard's state and lease; Lease above is
 	// shard 0's. The pipeline's depth and lag add them up.
 	Shards []shardInfo `json:"shards"`
+	// Capacity and Health are GET /v1/status's: the same policy
+	// (health.Judge) on the same figures.
+	Capacity health.Capacity `json:"capacity"`
+	Health   health.Verdict  `json:"health"`
 }
 
 // shardInfo is one buffer shard in the status.
@@ -114,7 +119,12 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if len(rep.Shards) > 0 {
 		rep.Lease = rep.Shards[0].Lease
 	}
+	if err := judge(ctx, deps, &rep, states); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
 	rows := [][]string{
+		{"health", healthRow(rep.Health)},
+		{"capacity", capacityRow(rep.Capacity)},
 		{"queue depth", strconv.FormatInt(snap.QueueDepth, 10)},
 		{"queue lag", fmt.Sprintf("%.1fs", snap.QueueLagSeconds)},
 		{"drain lease", leaseRow(rep, held)},
@@ -136,7 +146,13 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 			rows = append(rows, []string{"shard " + strconv.Itoa(sh.Shard), sh.String()})
 		}
 	}
-	return c.print(rep, nil, rows)
+	for _, r := range rep.Health.Reasons {
+		rows = append(rows, []string{"  " + r.Code, r.Message})
+	}
+	if err := c.print(rep, nil, rows); err != nil {
+		return err
+	}
+	return unhealthy(rep.Health)
 }
 
 // leaseRow describes the lease of an unsharded buffer, or how many of the

@@ -41,7 +41,7 @@ func TestStatusLease(t *testing.T) {
 		before := redisNow()
 		out, code := uumctl(t, stack.Env, "status", "--json")
 		after := redisNow()
-		require.Equal(t, 0, code, out)
+		require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 		var st struct {
 			Lease *lease `json:"lease"`
 		}
@@ -51,7 +51,7 @@ func TestStatusLease(t *testing.T) {
 	table := func() string {
 		t.Helper()
 		out, code := uumctl(t, stack.Env, "status")
-		require.Equal(t, 0, code, out)
+		require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 		return out
 	}
 
@@ -117,7 +117,7 @@ func TestStatusShards(t *testing.T) {
 	t.Cleanup(func() { _ = held.Release(context.Background()) })
 
 	out, code := uumctl(t, stack.Env, "status", "--json")
-	require.Equal(t, 0, code, out)
+	require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 	var st struct {
 		Pipeline struct {
 			QueueDepth int64 `json:"queue_depth"`
@@ -143,7 +143,7 @@ func TestStatusShards(t *testing.T) {
 	require.NotEmpty(t, st.Shards[1].Lease.Holder)
 
 	out, code = uumctl(t, stack.Env, "status")
-	require.Equal(t, 0, code, out)
+	require.Equal(t, exitFailing, code, out) // no processor schedules runs: failing
 	require.Regexp(t, `drain lease\s+1 of 3 shards held\n`, out)
 	require.Regexp(t, `shard 1\s+2 waiting, lag 0\.0s; lease held by \S+ for `, out)
 	require.Regexp(t, `shard 2\s+1 waiting, lag 0\.0s; lease free; last run none recorded\n`, out)
