@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
@@ -105,7 +107,7 @@ type querier interface {
 // check compares everything with t.
 func (c *checker) check(ctx context.Context, t *truth, agent *statsdAgent) (*outcome, error) {
 	o := &outcome{}
-	steps := []func(context.Context, *truth, *outcome) error{c.buffer, c.pairs, c.registry, c.audit, c.counters, c.windows, c.deadLetters}
+	steps := []func(context.Context, *truth, *outcome) error{c.buffer, c.pairs, c.activeUsers, c.registry, c.audit, c.counters, c.windows, c.deadLetters}
 	for _, step := range steps {
 		if err := step(ctx, t, o); err != nil {
 			return nil, err
@@ -204,6 +206,109 @@ func (c *checker) pairs(ctx context.Context, t *truth, o *outcome) error {
 		o.add("totals", max(-d, 0), max(d, 0), "%s: total %d, rows %d", name, totals[name], perName[name])
 	}
 	return nil
+}
+
+// activeUsers: each set of users active on an (event, day), and on a
+// day for any event, holds exactly the users pushed then. The sets are
+// read from their compacted rows and the deltas, and their numbers
+// turned into users through the dictionary, by SQL of the checker's own.
+// A user missing only from pushes a Redis crash of an everysec round may
+// have lost is excused; one found on the day next to the one the truth
+// has is a push that straddled midnight (the producer's clock dates it).
+func (c *checker) activeUsers(ctx context.Context, t *truth, o *outcome) error {
+	got, err := c.activeSets(ctx)
+	if err != nil {
+		return err
+	}
+	var lost, extra []activeKey
+	for k, a := range t.active {
+		if got[k] || (!a.before && c.allInEverysecWindow(a.live)) {
+			continue
+		}
+		lost = append(lost, k)
+	}
+	for k := range got {
+		if t.active[k] == nil && !t.activeNextDay(k) {
+			extra = append(extra, k)
+		}
+	}
+	o.add("active users", int64(len(lost)), int64(len(extra)), "%d pushed user-days missing from the sets %s, %d in the sets never pushed %s",
+		len(lost), sample(lost), len(extra), sample(extra))
+	return nil
+}
+
+// activeSets reads every (event, day, user) of the active-user sets.
+func (c *checker) activeSets(ctx context.Context) (map[activeKey]bool, error) {
+	users := map[uint32]string{}
+	rows, err := c.db.Query(ctx, `SELECT number, user_id::text FROM user_numbers`)
+	if err != nil {
+		return nil, fmt.Errorf("read user numbers: %w", err)
+	}
+	var (
+		number int32
+		user   string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&number, &user}, func() error {
+		users[uint32(number)] = user
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read user numbers: %w", err)
+	}
+	rows, err = c.db.Query(ctx, `
+		SELECT CASE WHEN s.event_id = 0 THEN '' ELSE n.name::text END, s.day::text, s.users
+		FROM (SELECT event_id, day, users FROM active_user_sets UNION ALL SELECT event_id, day, users FROM active_user_deltas) s
+		LEFT JOIN event_names n ON n.id = s.event_id`)
+	if err != nil {
+		return nil, fmt.Errorf("read active users: %w", err)
+	}
+	got := map[activeKey]bool{}
+	var (
+		name, day string
+		raw       []byte
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &day, &raw}, func() error {
+		set := roaring.New()
+		if _, err := set.ReadFrom(bytes.NewReader(raw)); err != nil {
+			return fmt.Errorf("%s on %s: %w", name, day, err)
+		}
+		for it := set.Iterator(); it.HasNext(); {
+			n := it.Next()
+			u, ok := users[n]
+			if !ok {
+				return fmt.Errorf("%s on %s: user number %d is not in the dictionary", name, day, n)
+			}
+			got[activeKey{name, day, u}] = true
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read active users: %w", err)
+	}
+	return got, nil
+}
+
+// activeNextDay reports whether k's user was pushed on the day before or
+// after k's for k's event.
+func (t *truth) activeNextDay(k activeKey) bool {
+	d, err := time.Parse(time.DateOnly, k.day)
+	if err != nil {
+		return false
+	}
+	for _, next := range []time.Time{d.AddDate(0, 0, -1), d.AddDate(0, 0, 1)} {
+		if t.active[activeKey{k.name, next.Format(time.DateOnly), k.user}] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// allInEverysecWindow reports whether every ack is in an everysec window.
+func (c *checker) allInEverysecWindow(acks []time.Time) bool {
+	for _, at := range acks {
+		if !c.inEverysecWindow(at) {
+			return false
+		}
+	}
+	return len(acks) > 0
 }
 
 // inEverysecWindow reports whether a pair first acknowledged at ack (zero:

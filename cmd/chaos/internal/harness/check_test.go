@@ -18,6 +18,11 @@ import (
 const (
 	userA = "5f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
 	userB = "6f0c6a8e-3b1d-4c2a-9e7f-1a2b3c4d5e6f"
+	// Roaring bitmaps (portable format, base64) of the user numbers of
+	// userA (0) and userB (1).
+	setOfA  = "OjAAAAEAAAAAAAAAEAAAAAAA"
+	setOfB  = "OjAAAAEAAAAAAAAAEAAAAAEA"
+	setOfAB = "OjAAAAEAAAAAAAEAEAAAAAAAAQA="
 )
 
 // TestCheckerFindsEveryDifference writes the end state a small workload
@@ -49,7 +54,13 @@ func TestCheckerFindsEveryDifference(t *testing.T) {
 			('artifacts_by_site', 'k2', '{"site": "s0"}', 1);
 		INSERT INTO window_buckets (counter_name, scope, minute, count) VALUES
 			('artifacts_received_1h', '', 100, 1), ('artifacts_received_1h', 'org-1', 100, 1);
-		INSERT INTO dead_letters (correlation_id, raw, reason) VALUES ('dl_1', '{"v":2', 'invalid JSON');`
+		INSERT INTO dead_letters (correlation_id, raw, reason) VALUES ('dl_1', '{"v":2', 'invalid JSON');
+		INSERT INTO event_names (name) VALUES ('chaos_a'), ('chaos_b') ON CONFLICT DO NOTHING;
+		INSERT INTO user_numbers (user_id, number) OVERRIDING SYSTEM VALUE VALUES ('` + userA + `', 0), ('` + userB + `', 1);
+		INSERT INTO active_user_deltas (event_id, day, users) VALUES
+			((SELECT id FROM event_names WHERE name = 'chaos_a'), (now() AT TIME ZONE 'UTC')::date, decode('` + setOfAB + `', 'base64')),
+			((SELECT id FROM event_names WHERE name = 'chaos_b'), (now() AT TIME ZONE 'UTC')::date, decode('` + setOfA + `', 'base64')),
+			(0, (now() AT TIME ZONE 'UTC')::date, decode('` + setOfAB + `', 'base64'));`
 
 	type testBundle struct {
 		pool    *pgxpool.Pool
@@ -143,6 +154,11 @@ func TestCheckerFindsEveryDifference(t *testing.T) {
 		{name: "ValidEntryDeadLettered", sql: `INSERT INTO dead_letters (correlation_id, raw, reason) VALUES ('dl_3', 'valid', 'x')`, check: "dead letters", lost: 1},
 		{name: "IncrementsTwice", extra: "uum.unique_user_metrics.event:1|c|#event_name:chaos_b\n", check: "statsd", doubled: 1},
 		{name: "BufferNotEmpty", push: true, check: "buffer", lost: 1},
+		{name: "ActiveUsersLost", sql: `DELETE FROM active_user_deltas WHERE event_id = 0`, check: "active users", lost: 2},
+		{name: "ActiveUserNeverPushed", sql: `INSERT INTO active_user_sets (event_id, day, chunk, users) VALUES
+			((SELECT id FROM event_names WHERE name = 'chaos_b'), (now() AT TIME ZONE 'UTC')::date, 0, decode('` + setOfB + `', 'base64'))`,
+			check: "active users", doubled: 1},
+		{name: "ActiveOnAnotherDay", sql: `UPDATE active_user_deltas SET day = day - 5 WHERE event_id = 0`, check: "active users", lost: 2, doubled: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

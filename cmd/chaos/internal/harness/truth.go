@@ -30,6 +30,20 @@ type truth struct {
 	windows map[windowKey]int64
 	// on is each entity's state in the transition-safe counter.
 	on map[string]bool
+	// active are the users active on each (event, day), and on each day
+	// for any event (name ""), from the acknowledged pushes: the UTC date
+	// (the round's report zone) at the acknowledgement, and for a push
+	// made while faults ran its acknowledgement times.
+	active map[activeKey]*activeAcks
+}
+
+// activeKey is a user active on a day for an event ("": any event).
+type activeKey struct{ name, day, user string }
+
+// activeAcks are the pushes that made a user active on a day.
+type activeAcks struct {
+	before bool        // one was acknowledged before the faults
+	live   []time.Time // when the others were
 }
 
 type counterKey struct{ counter, dims string }
@@ -38,7 +52,8 @@ type windowKey struct{ counter, scope string }
 
 func newTruth() *truth {
 	return &truth{pairs: map[pair]bool{}, live: map[pair]time.Time{}, deliveries: map[string]int{},
-		poison: map[string]string{}, counters: map[counterKey]int64{}, windows: map[windowKey]int64{}, on: map[string]bool{}}
+		poison: map[string]string{}, counters: map[counterKey]int64{}, windows: map[windowKey]int64{}, on: map[string]bool{},
+		active: map[activeKey]*activeAcks{}}
 }
 
 // events records an acknowledged POST /v1/events; at is not zero for a
@@ -46,12 +61,30 @@ func newTruth() *truth {
 func (t *truth) events(user string, names []string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	day := time.Now().UTC().Format(time.DateOnly)
 	for _, n := range names {
 		p := pair{user, n}
 		t.pairs[p] = true
 		if _, ok := t.live[p]; !ok && !at.IsZero() {
 			t.live[p] = at
 		}
+		t.activeOn(activeKey{n, day, user}, at)
+	}
+	t.activeOn(activeKey{"", day, user}, at)
+}
+
+// activeOn records a push, acknowledged at at (zero: before the faults),
+// that made k's user active.
+func (t *truth) activeOn(k activeKey, at time.Time) {
+	a := t.active[k]
+	if a == nil {
+		a = &activeAcks{}
+		t.active[k] = a
+	}
+	if at.IsZero() {
+		a.before = true
+	} else {
+		a.live = append(a.live, at)
 	}
 }
 
