@@ -133,6 +133,7 @@ func BenchmarkDrainCitus(b *testing.B) {
 		{name: "citus_small_s1p1", shards: 1, procs: 1, citus: &citustest.Layout{Partitions: 1, Shards: 8}},
 		{name: "postgres_s4p2", shards: 4, procs: 2},
 		{name: "citus_s4p2", shards: 4, procs: 2, citus: placed},
+		{name: "citus_small_s4p2", shards: 4, procs: 2, citus: &citustest.Layout{Partitions: 1, Shards: 8}},
 		{name: "citus_pool1_s4p2", shards: 4, procs: 2, citus: placed, dbParams: pool1},
 		{name: "citus_cached1_s1p1", shards: 1, procs: 1, citus: placed, dbParams: map[string]string{"citus.max_cached_conns_per_worker": "1"}},
 	}
@@ -375,7 +376,7 @@ func (m cpuMeter) samplePG(s *cpuSplit, stop <-chan struct{}) {
 // pgTick adds to states what the backends of m.app are doing now, and,
 // if cpu is not nil, sets cpu[pid] to each one's CPU time.
 func (m cpuMeter) pgTick(states *[len(pgStateNames)]int, cpu map[int]time.Duration) error {
-	rows, err := m.admin.Query(context.Background(), `SELECT pid, coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 40)
+	rows, err := m.admin.Query(context.Background(), `SELECT pid, coalesce(state, ''), coalesce(wait_event_type, ''), coalesce(wait_event, ''), left(query, 120)
 		FROM pg_stat_activity WHERE application_name = $1`, m.app)
 	if err != nil {
 		return err
