@@ -55,6 +55,15 @@ type Sets interface {
 	Day(d Day) (*roaring.Bitmap, error)
 }
 
+// Counter is a Sets that can tell how many users were active on each
+// day without the days' sets: a daily series asks it instead of Day.
+type Counter interface {
+	// Counts returns the number of users active on each day from from
+	// to to: out[i] is the day from+i. An error means the counts could
+	// not be read, and the function returns it.
+	Counts(from, to Day) ([]uint64, error)
+}
+
 // Point is one period of a series: the distinct users active in it.
 type Point struct {
 	// Start is the first day the point counts: the period's first day,
@@ -171,8 +180,21 @@ func union(s Sets, from, to Day) (*roaring.Bitmap, error) {
 }
 
 // Series returns the distinct users of each period of r: the first and
-// last periods cut to r, the one holding today partial.
+// last periods cut to r, the one holding today partial. A daily series
+// of a Sets that is a Counter reads the counts, not the sets.
 func Series(s Sets, p Period, r Range) ([]Point, error) {
+	if c, ok := s.(Counter); ok && p == PeriodDay {
+		counts, err := c.Counts(r.From, r.To)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Point, len(counts))
+		for i, n := range counts {
+			d := r.From + Day(i)
+			out[i] = Point{Start: d, ActiveUsers: n, Partial: d == r.Today}
+		}
+		return out, nil
+	}
 	var out []Point
 	for start := r.From; start <= r.To; start = p.Next(start) {
 		end := min(p.Next(start)-1, r.To)

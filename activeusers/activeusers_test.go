@@ -130,6 +130,45 @@ func TestDistinctAndSeries(t *testing.T) {
 	})
 }
 
+// counting is a Sets that also counts, and says whether it did.
+type counting struct {
+	*days
+	counted bool
+}
+
+func (c *counting) Counts(from, to activeusers.Day) ([]uint64, error) {
+	c.counted = true
+	out := make([]uint64, 0, int(to-from)+1)
+	for d := from; d <= to; d++ {
+		out = append(out, c.sets[d].GetCardinality()) // nil: 0
+	}
+	return out, nil
+}
+
+func TestSeriesOfACounter(t *testing.T) {
+	t.Parallel()
+	first := day(t, "2026-01-01")
+	s, tr := generate(t, 3, first, 60, 2000)
+	today := first + 49
+	r, err := activeusers.NewRange(first+2, first+55, today)
+	require.NoError(t, err)
+
+	c := &counting{days: &days{t: t, sets: s.sets}}
+	points, err := activeusers.Series(c, activeusers.PeriodDay, r)
+	require.NoError(t, err)
+	require.True(t, c.counted, "a daily series reads counts")
+	require.Len(t, points, int(today-(first+2))+1)
+	for _, pt := range points {
+		require.Equal(t, tr.distinct(pt.Start, pt.Start), pt.ActiveUsers, "%s", pt.Start)
+		require.Equal(t, pt.Start == today, pt.Partial)
+	}
+
+	c = &counting{days: &days{t: t, sets: s.sets}}
+	_, err = activeusers.Series(c, activeusers.PeriodWeek, r)
+	require.NoError(t, err)
+	require.False(t, c.counted, "a week is a union, not a count")
+}
+
 func TestRollingAndStickiness(t *testing.T) {
 	t.Parallel()
 	first := day(t, "2026-03-01")

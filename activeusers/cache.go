@@ -33,7 +33,8 @@ type Cache struct {
 
 type cached struct {
 	key   Key
-	set   *roaring.Bitmap
+	set   *roaring.Bitmap // nil for a count alone
+	count uint64
 	bytes int64
 	at    time.Time // when it was put
 }
@@ -64,7 +65,7 @@ func (c *Cache) Get(k Key) (*roaring.Bitmap, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byKey[k]
-	if !ok {
+	if !ok || e.Value.(*cached).set == nil {
 		return nil, false
 	}
 	v := e.Value.(*cached)
@@ -76,23 +77,59 @@ func (c *Cache) Get(k Key) (*roaring.Bitmap, bool) {
 	return v.set, true
 }
 
+// GetCount returns the number of users of k's set, if its set or its
+// count is cached and not older than the cache's MaxAge.
+func (c *Cache) GetCount(k Key) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[k]
+	if !ok {
+		return 0, false
+	}
+	v := e.Value.(*cached)
+	if c.maxAge > 0 && c.now().Sub(v.at) > c.maxAge {
+		c.remove(e)
+		return 0, false
+	}
+	c.order.MoveToFront(e)
+	return v.count, true
+}
+
+// PutCount caches the number of users of k's set, unless its set is
+// cached (which tells it).
+func (c *Cache) PutCount(k Key, n uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byKey[k]; ok {
+		return
+	}
+	c.put(&cached{key: k, count: n, bytes: 64})
+}
+
 // Put caches the set of k, evicting the least recently used sets to stay
 // within the bound. A set larger than the bound is not cached.
 func (c *Cache) Put(k Key, set *roaring.Bitmap) {
 	n := int64(set.GetSizeInBytes()) + 64 // the entry's own bookkeeping
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n > c.maxBytes {
+	c.put(&cached{key: k, set: set, count: set.GetCardinality(), bytes: n})
+}
+
+// put caches v in place of what k had, evicting the least recently
+// used to stay within the bound; c.mu is held.
+func (c *Cache) put(v *cached) {
+	if v.bytes > c.maxBytes {
 		return
 	}
-	if e, ok := c.byKey[k]; ok {
+	if e, ok := c.byKey[v.key]; ok {
 		c.remove(e)
 	}
-	for c.bytes+n > c.maxBytes {
+	for c.bytes+v.bytes > c.maxBytes {
 		c.remove(c.order.Back())
 	}
-	c.byKey[k] = c.order.PushFront(&cached{key: k, set: set, bytes: n, at: c.now()})
-	c.bytes += n
+	v.at = c.now()
+	c.byKey[v.key] = c.order.PushFront(v)
+	c.bytes += v.bytes
 }
 
 func (c *Cache) remove(e *list.Element) {

@@ -73,4 +73,26 @@ func TestCache(t *testing.T) {
 		sets, _ := c.Size()
 		require.Zero(t, sets, "dropped")
 	})
+
+	t.Run("KeepsCountsBesideSets", func(t *testing.T) {
+		t.Parallel()
+		c := activeusers.NewCache(1 << 20)
+		k := activeusers.Key{Event: "a", Day: 3}
+		c.PutCount(k, 42)
+		n, ok := c.GetCount(k)
+		require.True(t, ok)
+		require.Equal(t, uint64(42), n)
+		_, ok = c.Get(k)
+		require.False(t, ok, "a count is not a set")
+		c.Put(k, set(100))
+		c.PutCount(k, 7) // the set tells its count: kept
+		n, _ = c.GetCount(k)
+		require.Equal(t, uint64(100), n)
+		_, ok = c.Get(k)
+		require.True(t, ok)
+		off := activeusers.NewCache(0)
+		off.PutCount(k, 1)
+		_, ok = off.GetCount(k)
+		require.False(t, ok)
+	})
 }

@@ -298,6 +298,50 @@ func ActiveUserDays(ctx context.Context, db DBTX, eventIDs []int32, from, to tim
 	return out, nil
 }
 
+// ActiveUserCounts returns, for each day from from to to (as in
+// ActiveUserDays), the number of users active that day on eventID
+// (AnyEvent: any event), from the counts the compaction keeps with the
+// sets: out[i] is the day from+i, or -1 for a day whose set has deltas
+// not compacted yet or rows compacted before they were counted, whose
+// users only its bitmaps tell (ActiveUserDays). One statement: one
+// snapshot, so a compaction that runs meanwhile is seen whole or not at
+// all.
+func ActiveUserCounts(ctx context.Context, db DBTX, eventID int32, from, to time.Time) ([]int64, error) {
+	first, last := utcDate(from), utcDate(to)
+	if last.Before(first) {
+		return nil, nil
+	}
+	out := make([]int64, int(last.Sub(first)/(24*time.Hour))+1)
+	rows, err := db.Query(ctx, `
+		SELECT day - $2::date, sum(cardinality)::bigint, count(cardinality) = count(*) FROM active_user_sets
+		WHERE event_id = $1 AND day BETWEEN $2 AND $3 GROUP BY day
+		UNION ALL
+		SELECT DISTINCT day - $2::date, 0::bigint, false FROM active_user_deltas WHERE event_id = $1 AND day BETWEEN $2 AND $3`,
+		eventID, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("active user counts: %w", interpret(err))
+	}
+	var (
+		day     int32
+		n       *int64
+		counted bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&day, &n, &counted}, func() error {
+		switch {
+		case out[day] < 0:
+		case !counted:
+			out[day] = -1
+		case n != nil:
+			out[day] += *n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("active user counts: %w", interpret(err))
+	}
+	return out, nil
+}
+
 // orInto adds the users of the serialized bitmap b to dst. b is read in
 // place, not copied: pgx scans each row's bytea into a new slice, and
 // nothing keeps it but dst's copies.
@@ -348,6 +392,30 @@ func ActiveEventIDs(ctx context.Context, db DBTX, names []string) ([]int32, erro
 		ids[i] = id
 	}
 	return ids, nil
+}
+
+// ActiveUserCounts is ActiveUserCounts of the named event ("": any
+// event), read from the replica when one is configured. A name never
+// seen is an *UnknownEventError naming it.
+func (s *Store) ActiveUserCounts(ctx context.Context, name string, from, to time.Time) ([]int64, error) {
+	var out []int64
+	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
+		id := AnyEvent
+		if name != "" {
+			ids, err := ActiveEventIDs(ctx, db, []string{name})
+			if err != nil {
+				return err
+			}
+			id = ids[0]
+		}
+		var err error
+		out, err = ActiveUserCounts(ctx, db, id, from, to)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ActiveUserDays is ActiveUserDays of the named events (none: any event),

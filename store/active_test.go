@@ -8,6 +8,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
@@ -130,6 +131,104 @@ func TestActiveUsers(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.Equal(t, [][]uint32{want.ToArray()}, days(t, b, []int32{1}, day, day))
 		require.Zero(t, count(t, b, "SELECT count(*) FROM active_user_deltas"))
+	})
+
+	t.Run("CountsAreTheSetsAfterDeltasAndCompaction", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		counts := func(t *testing.T, event int32) []int64 {
+			t.Helper()
+			got, err := store.ActiveUserCounts(ctx, b.pool, event, day, day.AddDate(0, 0, 2))
+			require.NoError(t, err)
+			return got
+		}
+		want := func(t *testing.T, event int32) []int64 {
+			t.Helper()
+			sets, err := store.ActiveUserDays(ctx, b.pool, []int32{event}, day, day.AddDate(0, 0, 2))
+			require.NoError(t, err)
+			out := make([]int64, len(sets))
+			for i, s := range sets {
+				out[i] = int64(s.GetCardinality())
+			}
+			return out
+		}
+		batch := func(seed int) []store.ActiveUsers {
+			part := roaring.New()
+			for j := range 3000 {
+				part.Add(uint32((seed*7919 + j*104729) % 3_000_000))
+			}
+			return []store.ActiveUsers{{EventID: 1, Day: day, Users: part}, {EventID: store.AnyEvent, Day: day, Users: part.Clone()}}
+		}
+		add(t, b, batch(1)...)
+		add(t, b, batch(2)...)
+		add(t, b, batch(1)...) // a replayed batch: the same users again
+		require.Equal(t, []int64{-1, 0, 0}, counts(t, 1), "uncompacted deltas: only the bitmaps tell")
+		_, err := b.store.CompactActiveUsers(ctx, 10)
+		require.NoError(t, err)
+		require.Equal(t, want(t, 1), counts(t, 1))
+		require.Equal(t, want(t, store.AnyEvent), counts(t, store.AnyEvent))
+		require.Less(t, counts(t, 1)[0], int64(3*3000), "the replay counted once")
+
+		add(t, b, batch(2)...) // replayed after the compaction
+		add(t, b, batch(3)...)
+		require.Equal(t, int64(-1), counts(t, 1)[0])
+		_, err = b.store.CompactActiveUsers(ctx, 10)
+		require.NoError(t, err)
+		require.Equal(t, want(t, 1), counts(t, 1))
+
+		// Rows compacted before migration 00012 have no count: the read
+		// says so, and the next compaction counts them.
+		_, err = b.pool.Exec(ctx, `UPDATE active_user_sets SET cardinality = NULL WHERE event_id = 1`)
+		require.NoError(t, err)
+		require.Equal(t, int64(-1), counts(t, 1)[0])
+		n, err := b.store.CompactActiveUsers(ctx, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, want(t, 1), counts(t, 1))
+		require.Zero(t, count(t, b, "SELECT count(*) FROM active_user_sets WHERE cardinality IS NULL"))
+	})
+
+	t.Run("ACompactionThatLostTheRaceRewritesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, sql := range []string{
+			`CREATE TABLE deleted_rows (n int)`,
+			`CREATE FUNCTION count_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO deleted_rows VALUES (1); RETURN OLD; END $$`,
+			`CREATE TRIGGER count_delete AFTER DELETE ON active_user_sets FOR EACH ROW EXECUTE FUNCTION count_delete()`,
+		} {
+			_, err := b.pool.Exec(ctx, sql)
+			require.NoError(t, err)
+		}
+		add(t, b, store.ActiveUsers{EventID: 1, Day: day, Users: roaring.BitmapOf(1, 70_000)})
+		_, err := b.store.CompactActiveUsers(ctx, 10)
+		require.NoError(t, err)
+		add(t, b, store.ActiveUsers{EventID: 1, Day: day, Users: roaring.BitmapOf(2)})
+
+		// Two compactions list the set while the test holds its lock;
+		// the second to get it finds its deltas folded already.
+		tx, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		lock := `hashtextextended(current_schema() || '/active/1/' || $1::date::text, 0)`
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+lock+`)`, day)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				_, err := b.store.CompactActiveUsers(ctx, 10)
+				assert.NoError(t, err)
+			})
+		}
+		require.Eventually(t, func() bool {
+			var waiting int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+				AND (classid::bigint << 32 | objid::bigint) = `+lock+` & x'ffffffffffffffff'::bigint`, day).Scan(&waiting))
+			return waiting == 2
+		}, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, tx.Commit(ctx))
+		wg.Wait()
+
+		require.Equal(t, [][]uint32{{1, 2, 70_000}}, days(t, b, []int32{1}, day, day))
+		require.Equal(t, 1, count(t, b, "SELECT count(*) FROM deleted_rows"), "the one row written first, once")
 	})
 
 	t.Run("UnknownEventNamesAreNamed", func(t *testing.T) {

@@ -25,7 +25,7 @@ func TestSplitSet(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			chunks, rows, err := splitSet(tt.set.Clone(), activeRowTarget)
+			chunks, rows, counts, err := splitSet(tt.set.Clone(), activeRowTarget)
 			require.NoError(t, err)
 			require.Equal(t, tt.rows, len(rows))
 			union := roaring.New()
@@ -34,6 +34,7 @@ func TestSplitSet(t *testing.T) {
 				var r roaring.Bitmap
 				require.NoError(t, r.UnmarshalBinary(b))
 				require.Equal(t, chunks[i], int32(r.Minimum()>>16), "keyed by its first number's high bits")
+				require.Equal(t, int64(r.GetCardinality()), counts[i], "its users counted")
 				require.Zero(t, roaring.And(union, &r).GetCardinality(), "rows are disjoint")
 				union.Or(&r)
 			}

@@ -30,6 +30,21 @@ type ActivityStore interface {
 
 var _ ActivityStore = (*store.Store)(nil)
 
+// ActivityCounter reads the number of users of one event's (or any
+// event's) set on each day, which the compaction keeps beside the set; an
+// ActivityStore that implements it answers daily series without reading
+// sets. *store.Store implements it.
+type ActivityCounter interface {
+	// ActiveUserCounts returns, for each day from to to (as in
+	// ActiveUserDays), the users active that day on name ("": any
+	// event): out[i] is the day from+i, or -1 for a day whose count is
+	// not kept yet (its set's latest users are not compacted), which
+	// ActiveUserDays must tell. Its errors are ActiveUserDays'.
+	ActiveUserCounts(ctx context.Context, name string, from, to time.Time) ([]int64, error)
+}
+
+var _ ActivityCounter = (*store.Store)(nil)
+
 // ErrUnknownEvent is wrapped by the *UnknownEventError of a read naming an
 // event that was never drained.
 var ErrUnknownEvent = errors.New("uum: event never seen")
@@ -267,8 +282,9 @@ func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (act
 	if names == nil {
 		names = []string{}
 	}
+	counter, _ := rs.db.(ActivityCounter)
 	return activeRead{names: names, r: r, sets: &daySets{
-		ctx: ctx, db: db, cache: c.activeCache, events: events, last: r.To,
+		ctx: ctx, db: db, counter: counter, cache: c.activeCache, events: events, last: r.To,
 		closed: activeusers.DayOf(c.now().Add(-closedAfter), c.reportZone),
 	}}, nil
 }
@@ -277,8 +293,9 @@ func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (act
 // events' sets a block of days at a time, from the cache for closed days
 // it holds, and keeps the days the functions may still ask for.
 type daySets struct {
-	ctx    context.Context
-	db     ActivityStore
+	ctx     context.Context
+	db      ActivityStore
+	counter ActivityCounter // nil: counts come from the sets
 	cache  *activeusers.Cache
 	events []string        // "": every event
 	last   activeusers.Day // the last day the query reads
@@ -378,6 +395,73 @@ func (s *daySets) load(from, to activeusers.Day) error {
 			s.days[d] = per[0]
 		default:
 			s.days[d] = roaring.FastOr(per...)
+		}
+	}
+	return nil
+}
+
+// Counts returns the users of each day from to to: for one event (or
+// every event) the counts of closed days the cache holds, then those the
+// store keeps, and the sets' for the days it has none; for several events
+// the sets' (a union's users are not a sum).
+func (s *daySets) Counts(from, to activeusers.Day) ([]uint64, error) {
+	out := make([]uint64, int(to-from)+1)
+	stored := make([]int64, len(out))
+	for i := range stored {
+		stored[i] = -1
+	}
+	if len(s.events) == 1 && s.counter != nil {
+		if err := s.readCounts(stored, from, to); err != nil {
+			return nil, err
+		}
+	}
+	for i, n := range stored {
+		if n >= 0 {
+			out[i] = uint64(n)
+			continue
+		}
+		b, err := s.Day(from + activeusers.Day(i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = b.GetCardinality()
+	}
+	return out, nil
+}
+
+// readCounts sets the counts of from..to it can tell without sets, and
+// caches those of closed days.
+func (s *daySets) readCounts(out []int64, from, to activeusers.Day) error {
+	e := s.events[0]
+	first, last := to+1, from-1 // the days whose count is not cached
+	for d := from; d <= to; d++ {
+		if n, ok := s.cache.GetCount(activeusers.Key{Event: e, Day: d}); ok && d < s.closed {
+			out[d-from] = int64(n)
+			continue
+		}
+		first, last = min(first, d), max(last, d)
+	}
+	if first > last {
+		return nil
+	}
+	counts, err := s.counter.ActiveUserCounts(s.ctx, e, first.Date(), last.Date())
+	if ue, ok := errors.AsType[*store.UnknownEventError](err); ok {
+		return &UnknownEventError{Name: ue.Name}
+	}
+	if err != nil {
+		return fmt.Errorf("active user counts: %w", err)
+	}
+	if len(counts) != int(last-first)+1 {
+		return fmt.Errorf("active user counts: %d counts for %d days", len(counts), int(last-first)+1)
+	}
+	for i, n := range counts {
+		d := first + activeusers.Day(i)
+		if n < 0 || out[d-from] >= 0 {
+			continue
+		}
+		out[d-from] = n
+		if d < s.closed {
+			s.cache.PutCount(activeusers.Key{Event: e, Day: d}, uint64(n))
 		}
 	}
 	return nil
