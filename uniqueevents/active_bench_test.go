@@ -3,6 +3,7 @@ package uniqueevents_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testkit/activegen"
+	"github.com/uumhq/uum/internal/testkit/cpuclock"
 	"github.com/uumhq/uum/store"
 	"github.com/uumhq/uum/uniqueevents"
 )
@@ -39,8 +41,13 @@ const warmCacheBytes = 1 << 30
 //   - MonthAllEvents: distinct users of every event together over each
 //     of the last 12 whole months.
 //
-// Run it with -benchtime=1x: each loop runs all its queries.
+// Each also prints the CPU a query costs, which depends far less on
+// what else runs on the machine than the latencies: cpu_ms/query the
+// process's (decoding, unions), pg_cpu_ms/query Postgres's backends'
+// (10 ms ticks, so meaningful over many queries). Run it with
+// -benchtime=1x: each loop runs all its queries.
 func BenchmarkActiveUsers(b *testing.B) {
+	ctx := context.Background()
 	db := activegen.Open(b, activegen.Default())
 	spec := db.Spec
 	today := spec.Last
@@ -91,7 +98,10 @@ func BenchmarkActiveUsers(b *testing.B) {
 		for _, warm := range []bool{true, false} {
 			mode := map[bool]string{true: "Warm", false: "Cold"}[warm]
 			b.Run(name+"/"+mode, func(b *testing.B) {
-				var lat []time.Duration
+				var (
+					lat        []time.Duration
+					cpu, pgCPU time.Duration
+				)
 				for b.Loop() {
 					b.StopTimer()
 					c := newClient(b, 0)
@@ -103,6 +113,9 @@ func BenchmarkActiveUsers(b *testing.B) {
 							}
 						}
 					}
+					runtime.GC() // the set-up's garbage is not the queries' CPU
+					pg0, _ := db.PostgresCPU(ctx)
+					cpu0 := cpuclock.Process()
 					b.StartTimer()
 					for i := range queries[name] {
 						start := time.Now()
@@ -111,8 +124,14 @@ func BenchmarkActiveUsers(b *testing.B) {
 						}
 						lat = append(lat, time.Since(start))
 					}
+					b.StopTimer()
+					cpu += cpuclock.Process() - cpu0
+					pg1, _ := db.PostgresCPU(ctx)
+					pgCPU += pg1 - pg0
 				}
 				reportLatency(b, lat)
+				b.ReportMetric(ms(cpu)/float64(len(lat)), "cpu_ms/query")
+				b.ReportMetric(ms(pgCPU)/float64(len(lat)), "pg_cpu_ms/query")
 			})
 		}
 	}
