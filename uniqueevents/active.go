@@ -296,11 +296,11 @@ type daySets struct {
 	ctx     context.Context
 	db      ActivityStore
 	counter ActivityCounter // nil: counts come from the sets
-	cache  *activeusers.Cache
-	events []string        // "": every event
-	last   activeusers.Day // the last day the query reads
-	closed activeusers.Day // days before it are closed: cached
-	days   map[activeusers.Day]*roaring.Bitmap
+	cache   *activeusers.Cache
+	events  []string        // "": every event
+	last    activeusers.Day // the last day the query reads
+	closed  activeusers.Day // days before it are closed: cached
+	days    map[activeusers.Day]*roaring.Bitmap
 }
 
 // blockDays is how many days one read of the store asks for: a month's
