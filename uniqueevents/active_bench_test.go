@@ -140,10 +140,10 @@ func BenchmarkActiveUsers(b *testing.B) {
 }
 
 // openActivegen returns a copy of activegen's default database: opt-in,
-// since the first run builds it (minutes, ~1.4 GB).
+// since the first run builds it (minutes, ~3.1 GB).
 func openActivegen(b *testing.B) *activegen.DB {
 	if os.Getenv("UUM_BENCH_ACTIVE_USERS") == "" {
-		b.Skip("set UUM_BENCH_ACTIVE_USERS=1: the first run builds a 10M-user template database (8-16 minutes, ~1.4 GB; docs/benchmarks.md)")
+		b.Skip("set UUM_BENCH_ACTIVE_USERS=1: the first run builds a 10M-user template database (8-16 minutes, ~3.1 GB; docs/benchmarks.md)")
 	}
 	return activegen.Open(b, activegen.Default())
 }
