@@ -4,6 +4,7 @@ import { api } from './api.js';
 import { h, clear } from './dom.js';
 import { draw, colors } from './charts.js';
 import { pageHeader, table, toast } from './ui.js';
+import { healthCard } from './health.js';
 import * as fmt from './fmt.js';
 
 const REFRESH_MS = 3000;
@@ -80,6 +81,9 @@ export function mount(el) {
   };
   t.latency.value.classList.add('pcts');
   const err = h('div');
+  // The pipeline's verdict; the "Live" dot only tells this page's
+  // connection to the API.
+  const health = healthCard(() => refresh());
   const totals = h('div', { class: 'totals' });
   const shardList = h('div');
   const shardsCard = h('section', { class: 'card shards-card', hidden: true },
@@ -87,6 +91,7 @@ export function mount(el) {
   clear(el,
     pageHeader('Overview', 'The pipeline now, refreshed every 3 seconds while this tab is visible.', live),
     err,
+    health.el,
     h('div', { class: 'tiles' }, Object.values(t).map((x) => x.el)),
     shardsCard,
     h('section', { class: 'card totals-card' }, h('h2', { class: 'card-title', text: 'Since the buffer was created' }), totals));
@@ -114,6 +119,7 @@ export function mount(el) {
   }
 
   function render(s, st, hist, now) {
+    health.render(st);
     const m = minutes(hist, now);
     const spark = (tl, data, sers, opts = {}) => draw(tl.spark, [m.xs, ...data], sers, { spark: true, ...opts });
 
