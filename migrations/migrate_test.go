@@ -131,6 +131,25 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, 1, count(t, pool, "SELECT count(*) FROM uum_instance WHERE drainer_schema IS NULL"), "each commit states its own version")
 	})
 
+	t.Run("RefusesTheCommitsOfADrainerWithoutTokens", func(t *testing.T) {
+		t.Parallel()
+		pool, _ := dbtest.Schema(t)
+		// A drain commit as the processors of schema versions 9 and 10
+		// send it: no token recorded in uum_drain_commits.
+		for _, version := range []int{9, 10} {
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `UPDATE uum_instance SET drain_seq = drain_seq + 1, drainer_schema = $1`, version)
+				return err
+			})
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, "version %d", version)
+			require.Equal(t, "55000", pgErr.Code)
+			require.Contains(t, pgErr.Message, "needs version 11 or later: upgrade it")
+		}
+		_, err := dbtest.Commit(ctx, store.New(pool), dbtest.Batch{Pairs: dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "a"})})
+		require.NoError(t, err, "this version's drainer commits")
+	})
+
 	t.Run("TablesAreWhatTheMigrationsCreate", func(t *testing.T) {
 		t.Parallel()
 		tables, err := migrations.Tables()

@@ -44,8 +44,9 @@ type DrainCheck struct {
 // commit if it is older than the oldest its schema takes (migration
 // 00009), so drainers of an older version still running during an upgrade
 // commit nothing. Raise it, and that minimum, with a migration that
-// changes what drains must write.
-const drainerSchema = 9
+// changes what drains must write: 11 since migration 00014, as commits
+// record their tokens (00011) for fork detection.
+const drainerSchema = 11
 
 // drainCommitsKept is how many drain commits uum_drain_commits holds: a
 // seen-cache mark older than that cannot be confirmed and counts as lost
