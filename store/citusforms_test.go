@@ -107,12 +107,7 @@ func TestCitusRefusedForms(t *testing.T) {
 func recordedStore(t *testing.T, sent *statements) (*pgxpool.Pool, *store.Store) {
 	t.Helper()
 	_, dbURL := dbtest.Schema(t)
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = sent
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := tracedPool(t, dbURL, sent)
 	return pool, store.New(pool)
 }
 

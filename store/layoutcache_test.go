@@ -43,13 +43,13 @@ func (r *layoutReads) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trac
 
 func (r *layoutReads) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-// tracedPool opens a pool on the schema at url whose layout reads reads
-// counts.
-func tracedPool(t *testing.T, url string, reads *layoutReads) *pgxpool.Pool {
+// tracedPool opens a pool on the schema at url whose statements tracer
+// sees.
+func tracedPool(t *testing.T, url string, tracer pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)
-	cfg.ConnConfig.Tracer = reads
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
