@@ -172,19 +172,24 @@ const rejectedReason = "rejected by the database: "
 // stored dead letter keeps the reason it was stored with.
 const knownReason = "dead-lettered by an earlier run"
 
-// batchStore is where a drain commits: one transaction per batch, whose
-// steps the processor writes itself with store's DBTX functions (see
-// commitTx), the check of a batch with nothing to write, and which
-// entries are already dead letters (DeadLettered returns those of the
-// correlation ids that are stored), for a batch the database rejected.
-// *store.Store satisfies it.
-type batchStore interface {
+// Store is where a Drainer commits; *store.Store implements it. Errors
+// come back as store's are: one wrapping store.ErrRejected is the data's
+// fault (the drain bisects the batch and dead-letters the entries at
+// fault), store.ErrCacheAhead from a commit's check starts a new
+// seen-cache scope, any other error fails the run, which is retried.
+type Store interface {
+	// InTx runs fn in one transaction and commits it if fn returns nil:
+	// the drain writes a batch's steps itself, with store's DBTX
+	// functions, in the lock order commitTx documents.
 	InTx(ctx context.Context, fn func(tx pgx.Tx) error) error
+	// CheckDrain is the commit check of a batch with nothing to write.
 	CheckDrain(ctx context.Context, c store.DrainCheck) error
+	// DeadLettered returns those of the correlation ids that are stored
+	// as dead letters, for a batch the database rejected.
 	DeadLettered(ctx context.Context, ids []string) ([]string, error)
 }
 
-var _ batchStore = (*store.Store)(nil)
+var _ Store = (*store.Store)(nil)
 
 // result is what a batch's commit changed.
 type result struct {

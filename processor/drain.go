@@ -54,24 +54,47 @@ const (
 	markTimeout = 10 * time.Second
 )
 
-// source is the buffer being drained; the lease Acquire returns reads
-// and trims it.
-type source interface {
+// Buffer is the buffer a Drainer drains; *buffer.List implements it. The
+// drain reads and trims the buffer only through the lease Acquire returns,
+// so a Buffer needs no read or trim of its own.
+type Buffer interface {
+	// Len returns the number of entries buffered, for the queue-depth
+	// gauges and the at-risk count of a failed run.
 	Len(ctx context.Context) (int64, error)
+	// Acquire takes the drain lease for ttl. It returns an error wrapping
+	// buffer.ErrLeaseHeld when another drainer holds it (the run is
+	// skipped, not failed), any other error when the buffer cannot be
+	// reached.
 	Acquire(ctx context.Context, ttl time.Duration) (*buffer.Lease, error)
+	// Holder returns the lease's current holder, nil when none holds it,
+	// so that a drainer can take over a lease whose holder stopped
+	// renewing it.
 	Holder(ctx context.Context) (*buffer.Holder, error)
 }
 
-// seenCache knows pairs already committed, and the drain commits its
-// answers stand on (see seencache.Cache.SeenBasis, MarkCommit and
-// Rescope).
-type seenCache interface {
+// SeenCache knows pairs already committed, and the drain commits its
+// answers stand on; *seencache.Cache implements it (see its SeenBasis,
+// MarkCommit and Rescope for the contract). An error from SeenBasis costs
+// the batch its cache hits, never exactness: the drain then asks Postgres
+// for every pair. An error from MarkCommit is logged; the pairs stay
+// uncached.
+type SeenCache interface {
+	// SeenBasis reports, for each pair, whether it is cached, and the
+	// drain commits those answers stand on.
 	SeenBasis(ctx context.Context, pairs []uum.Pair) ([]bool, seencache.Basis, error)
+	// MarkCommit records pairs committed by the drain commit by, whose
+	// check vouched for verified.
 	MarkCommit(ctx context.Context, pairs []uum.Pair, by seencache.Commit, verified seencache.Basis) error
+	// Rescope starts a new scope after a commit found the database
+	// behind from (store.ErrCacheAhead), and reports whether this call
+	// started it.
 	Rescope(ctx context.Context, from seencache.Basis) (bool, error)
 }
 
-var _ source = (*buffer.List)(nil)
+var (
+	_ Buffer    = (*buffer.List)(nil)
+	_ SeenCache = (*seencache.Cache)(nil)
+)
 
 // Summary is the outcome of one drain run; `processor -once` prints it.
 type Summary struct {
@@ -92,9 +115,9 @@ type Summary struct {
 // processes, exclude each other through the buffer lease.
 type Drainer struct {
 	cfg    config.Processor
-	buf    source
-	seen   seenCache
-	db     batchStore
+	buf    Buffer
+	seen   SeenCache
+	db     Store
 	stats  statsd.ClientInterface
 	logger *slog.Logger
 	names  NameChecker        // nil: any valid name counts
@@ -125,8 +148,9 @@ type Drainer struct {
 	noActivity bool
 }
 
-// NewDrainer returns a drainer. stats may be nil.
-func NewDrainer(cfg config.Processor, buf source, seen seenCache, db batchStore, stats statsd.ClientInterface, logger *slog.Logger, opts ...Option) *Drainer {
+// NewDrainer returns a drainer of buf that skips the pairs seen holds and
+// commits each batch in db. stats and logger may be nil.
+func NewDrainer(cfg config.Processor, buf Buffer, seen SeenCache, db Store, stats statsd.ClientInterface, logger *slog.Logger, opts ...Option) *Drainer {
 	if stats == nil {
 		stats = &statsd.NoOpClient{}
 	}
