@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/DataDog/datadog-go/v5/statsd"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum/buffer"
@@ -134,7 +133,7 @@ func (r *readSide) get(ctx context.Context) (*readers, error) {
 	return rs, nil
 }
 
-// open builds the pool, the replica, the store and the seen-cache; on an
+// open builds the Postgres side (store.Open) and the seen-cache; on an
 // error it closes what it made.
 func (r *readSide) open(ctx context.Context) (_ *readers, err error) {
 	defer func() {
@@ -144,21 +143,12 @@ func (r *readSide) open(ctx context.Context) (_ *readers, err error) {
 		}
 	}()
 	cfg := r.cfg
-	pool, err := openPool(ctx, cfg.Database)
+	db, err := store.Open(ctx, cfg.Database, store.OpenOptions{Logger: r.logger, Stats: r.stats})
 	if err != nil {
 		return nil, err
 	}
-	r.closers = append(r.closers, pool.Close)
-	var storeOpts []store.Option
-	if cfg.Database.ReadURL != "" {
-		replica, err := store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
-		}
-		r.closers = append(r.closers, replica.Close)
-		storeOpts = append(storeOpts, store.WithReplica(replica, cfg.Database.ReadTimeout, r.logger.With("component", "store"), r.stats))
-	}
-	st := store.New(pool, storeOpts...)
+	r.closers = append(r.closers, db.Close)
+	st := db.Store
 	cacheOpts := []seencache.Option{seencache.WithBuckets(uint32(cfg.Cache.Buckets)), seencache.WithLogger(r.logger.With("component", "seencache"))}
 	if r.stats != nil {
 		cacheOpts = append(cacheOpts, seencache.WithStats(r.stats))
@@ -174,20 +164,6 @@ func (r *readSide) close() {
 	r.closed = true
 	closeAll(r.closers)
 	r.closers = nil
-}
-
-func openPool(ctx context.Context, cfg config.Database) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
-	}
-	// uum's tables are in the configured schema (store.Migrate).
-	store.UseSchema(pcfg.ConnConfig, cfg.Schema)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	return pool, nil
 }
 
 // Close stops the coalesced pushes (waiting for those queued and in flight), flushes

@@ -67,35 +67,22 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 			a.Close()
 		}
 	}()
-	pcfg, err := pgxpool.ParseConfig(cfg.Database.URL)
-	if err != nil {
-		return nil, fmt.Errorf("UUM_DATABASE_URL: %w", err)
-	}
-	// Every connection resolves uum's tables in its schema, and Migrate
-	// migrates the schema the search_path names.
-	store.UseSchema(pcfg.ConnConfig, cfg.Database.Schema)
-	// A drainer frozen mid-commit holds its rows no longer than its lease.
-	store.BoundIdleTransactions(pcfg.ConnConfig, cfg.Processor.LeaseTTL)
-	if a.Pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
-	}
-	if err := migrations.Apply(ctx, a.Pool, logger, migrations.WithPartitions(cfg.Database.Partitions)); err != nil {
-		return nil, err
-	}
 	stats, err := openStatsd(cfg.Statsd)
 	if err != nil {
 		return nil, err
 	}
 	a.prom = promstats.New(stats, logger.With("component", "promstats"))
 	a.Stats = a.prom
-	var opts []store.Option
-	if cfg.Database.ReadURL != "" {
-		if a.Replica, err = store.OpenReplica(ctx, cfg.Database.ReadURL, cfg.Database.Schema, cfg.Database.ReadTimeout); err != nil {
-			return nil, fmt.Errorf("UUM_DATABASE_READ_URL: %w", err)
-		}
-		opts = append(opts, store.WithReplica(a.Replica, cfg.Database.ReadTimeout, logger.With("component", "store"), a.Stats))
+	// A drainer frozen mid-commit holds its rows no longer than its lease.
+	db, err := store.Open(ctx, cfg.Database, store.OpenOptions{
+		IdleInTransaction: cfg.Processor.LeaseTTL, Logger: logger, Stats: a.Stats})
+	if err != nil {
+		return nil, err
 	}
-	a.Store = store.New(a.Pool, opts...)
+	a.Pool, a.Replica, a.Store = db.Pool, db.Replica, db.Store
+	if err := migrations.Apply(ctx, a.Pool, logger, migrations.WithPartitions(cfg.Database.Partitions)); err != nil {
+		return nil, err
+	}
 
 	if a.Asynq, err = newAsynqRedis(cfg.Redis); err != nil {
 		return nil, fmt.Errorf("UUM_REDIS_URL: %w", err)
