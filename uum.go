@@ -17,6 +17,8 @@ package uum
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -138,6 +140,15 @@ func (p NamePolicy) Check(field, name string) error {
 		return nil
 	}
 	return ValidateName(field, name)
+}
+
+// Allowed returns the names of the allow-list, sorted, or nil when the
+// policy accepts any valid name.
+func (p NamePolicy) Allowed() []string {
+	if p.allowed == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(p.allowed))
 }
 
 // Restricted reports whether the policy has an allow-list.

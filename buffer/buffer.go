@@ -269,6 +269,10 @@ var holder = sync.OnceValue(func() string {
 	return host + ":" + strconv.Itoa(os.Getpid())
 })
 
+// Self returns the name this process gives the leases it takes,
+// "host:pid": what names a drainer to operators.
+func Self() string { return holder() }
+
 // Holder describes a held drain lease, for operators.
 type Holder struct {
 	// Token is the lease's fencing token.

@@ -111,7 +111,7 @@ func TestQueue(t *testing.T) {
 		dls := b.all(t, store.DeadLetterFilter{})
 		require.Len(t, dls, 1)
 		dl := dls[0]
-		require.Equal(t, "unknown event name", dl.Reason)
+		require.Equal(t, "unknown event name: refused by drainer "+buffer.Self(), dl.Reason, "the test's policy does not list its names")
 		require.Equal(t, store.DeadLetterOpen, dl.Status)
 		require.Equal(t, "renamed", *dl.EventName)
 		require.Equal(t, u.String(), *dl.UserID)

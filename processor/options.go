@@ -3,10 +3,13 @@ package processor
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/store"
 )
 
@@ -67,10 +70,44 @@ func policyReason(names NameChecker, name string) string {
 	if err == nil {
 		return ""
 	}
+	reason := err.Error()
 	if ve, ok := errors.AsType[*uum.ValidationError](err); ok {
-		return ve.Reason
+		reason = ve.Reason
 	}
-	return err.Error()
+	if uum.ValidateName("event_name", name) != nil {
+		return reason // its syntax: the same on every drainer
+	}
+	return reason + refusedBy(names)
+}
+
+// allowList is what a name checker tells of the names it accepts;
+// uum.NamePolicy has it.
+type allowList interface {
+	Allowed() []string
+}
+
+// maxPolicyText bounds the allow-list a dead letter's reason shows.
+const maxPolicyText = 240
+
+// refusedBy names the drainer that refused a valid name, and the names
+// its policy lists: drainers started with different UUM_EVENT_NAMES
+// (one not restarted after a change) refuse different names, and the
+// reason tells the operator which one to fix.
+func refusedBy(names NameChecker) string {
+	s := ": refused by drainer " + buffer.Self()
+	l, ok := names.(allowList)
+	if !ok {
+		return s
+	}
+	allowed := l.Allowed()
+	if allowed == nil {
+		return s
+	}
+	list := strings.Join(allowed, ", ")
+	if len(list) > maxPolicyText {
+		list = list[:strings.LastIndex(list[:maxPolicyText], ", ")] + ", …"
+	}
+	return fmt.Sprintf("%s, whose UUM_EVENT_NAMES lists %d names: %s", s, len(allowed), list)
 }
 
 // HandleError is the asynq error handler of drain tasks: a run that

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
+	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/internal/testkit/redistest"
 	"github.com/uumhq/uum/processor"
@@ -30,8 +31,20 @@ func TestDrainAppliesTheNamePolicy(t *testing.T) {
 	require.Equal(t, map[string]int64{"a": 1, "a_oh_757": 1}, b.totals(t), "listed names and their facility variants count")
 	var reason, name string
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT reason, event_name FROM dead_letters`).Scan(&reason, &name))
-	require.Equal(t, "unknown event name", reason)
+	require.Equal(t, "unknown event name: refused by drainer "+buffer.Self(), reason)
 	require.Equal(t, "gone", name)
+
+	// With uum.NamePolicy (as the processor runs) the reason lists the
+	// names it allows.
+	policy, err := uum.NewNamePolicy([]string{"b", "a"})
+	require.NoError(t, err)
+	b.pushEvents(t, uum.Pair{UserID: u, Name: "gone_too"}, uum.Pair{UserID: u, Name: "Not Valid"})
+	_, err = processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, nil, nil, processor.WithNames(policy)).Drain(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT reason FROM dead_letters WHERE event_name = 'gone_too'`).Scan(&reason))
+	require.Equal(t, "unknown event name: refused by drainer "+buffer.Self()+", whose UUM_EVENT_NAMES lists 2 names: a, b", reason)
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT reason FROM dead_letters WHERE event_name = 'Not Valid'`).Scan(&reason))
+	require.NotContains(t, reason, "drainer", "a name no drainer accepts does not name one")
 }
 
 // TestServiceDeadLettersAnExhaustedRun fails the first drain with no

@@ -20,6 +20,29 @@ import (
 // small fraction of one, and the answer says where it stopped.
 const DeadLetterScanRows = 100_000
 
+// match is a condition on the rows that no index serves, with its
+// argument: cond has one %d for the argument's number.
+type match struct {
+	cond string
+	arg  any
+}
+
+// scanWhere splits f into the condition of deadLetterWhere on what the
+// indexes serve and the matches that read the rows (reason, raw), nil
+// when f has none.
+func scanWhere(f DeadLetterFilter) (string, []any, []match) {
+	var ms []match
+	if f.Reason != "" {
+		ms = append(ms, match{`strpos(reason, $%d) > 0`, f.Reason})
+	}
+	if f.Raw != "" {
+		ms = append(ms, match{`position($%d::bytea IN raw) > 0`, []byte(f.Raw)})
+	}
+	f.Reason, f.Raw = "", ""
+	where, args := deadLetterWhere(f)
+	return where, args, ms
+}
+
 // scanRows is DeadLetterScanRows, or the tests' smaller bound.
 func (s *Store) scanRows() int {
 	if s.scanBound > 0 {
@@ -38,19 +61,25 @@ type DeadLetterPage struct {
 }
 
 // ScanDeadLetters returns up to limit dead letters matching f with an id
-// below before (0 for the newest), newest first. With f.Raw it looks at
-// DeadLetterScanRows rows at most and sets Stop when that bound, not the
-// table's end, ended the page.
+// below before (0 for the newest), newest first. With f.Reason or f.Raw,
+// substrings no index finds, it looks at DeadLetterScanRows rows at most
+// and sets Stop when that bound, not the table's end, ended the page.
 func (s *Store) ScanDeadLetters(ctx context.Context, f DeadLetterFilter, before int64, limit int) (DeadLetterPage, error) {
 	bound := s.scanRows()
-	where, args := deadLetterWhere(f)
+	where, args, match := scanWhere(f)
 	args = append(args, before)
 	where += fmt.Sprintf(` AND ($%d = 0 OR id < $%d)`, len(args), len(args))
+	n := len(args) // the arguments of where
 	from := `dead_letters WHERE ` + where
-	if f.Raw != "" {
-		args = append(args, []byte(f.Raw), bound)
-		from = fmt.Sprintf(`(SELECT * FROM dead_letters WHERE %s ORDER BY id DESC LIMIT $%d) w WHERE position($%d::bytea IN raw) > 0`,
-			where, len(args), len(args)-1)
+	if match != nil {
+		var conds []string
+		for _, m := range match {
+			args = append(args, m.arg)
+			conds = append(conds, fmt.Sprintf(m.cond, len(args)))
+		}
+		args = append(args, bound)
+		from = fmt.Sprintf(`(SELECT * FROM dead_letters WHERE %s ORDER BY id DESC LIMIT $%d) w WHERE %s`,
+			where, len(args), strings.Join(conds, " AND "))
 	}
 	args = append(args, limit)
 	q := fmt.Sprintf(`SELECT %s FROM %s ORDER BY id DESC LIMIT $%d`, deadLetterColumns, from, len(args))
@@ -63,13 +92,12 @@ func (s *Store) ScanDeadLetters(ctx context.Context, f DeadLetterFilter, before 
 		return DeadLetterPage{}, fmt.Errorf("list dead letters: %w", interpret(err))
 	}
 	p := DeadLetterPage{Rows: out}
-	if f.Raw == "" || len(out) >= limit {
+	if match == nil || len(out) >= limit {
 		return p, nil
 	}
 	// A short page: the table ended, or the bound did.
 	var looked int64
 	var lowest *int64
-	n := len(args) - 3 // the arguments of where: all but raw, bound and limit
 	q = fmt.Sprintf(`SELECT count(*), min(id) FROM (SELECT id FROM dead_letters WHERE %s ORDER BY id DESC LIMIT $%d) w`,
 		where, n+1)
 	if err := s.pool.QueryRow(ctx, q, append(args[:n:n], bound)...).Scan(&looked, &lowest); err != nil {
@@ -132,17 +160,17 @@ func (s *Store) DeadLetterGroups(ctx context.Context, f DeadLetterFilter, by str
 		where, args = deadLetterWhere(f)
 		q = fmt.Sprintf(`SELECT nullif(%s, ''), sum(n)::bigint, 0 FROM dead_letter_groups WHERE %s GROUP BY 1`, by, where)
 	} else {
-		var where string
-		where, args = deadLetterWhere(f)
-		match := "true"
-		if f.Raw != "" {
-			args = append(args, []byte(f.Raw))
-			match = fmt.Sprintf(`position($%d::bytea IN raw) > 0`, len(args))
+		where, wargs, ms := scanWhere(f)
+		args = wargs
+		conds := []string{"true"}
+		for _, m := range ms {
+			args = append(args, m.arg)
+			conds = append(conds, fmt.Sprintf(m.cond, len(args)))
 		}
 		args = append(args, s.scanRows())
 		q = fmt.Sprintf(`SELECT key, count(*) FILTER (WHERE %s), count(*) FROM (
-			SELECT %s AS key, raw FROM dead_letters WHERE %s ORDER BY id DESC LIMIT $%d) w GROUP BY 1`,
-			match, by, where, len(args))
+			SELECT %s AS key, reason, raw FROM dead_letters WHERE %s ORDER BY id DESC LIMIT $%d) w GROUP BY 1`,
+			strings.Join(conds, " AND "), by, where, len(args))
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

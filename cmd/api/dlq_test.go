@@ -63,7 +63,7 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &list))
 	require.Len(t, list.DeadLetters, 1)
 	dl := list.DeadLetters[0]
-	require.Equal(t, "unknown event name", dl.Reason)
+	require.Equal(t, "unknown event name: refused by drainer "+buffer.Self(), dl.Reason)
 	require.Equal(t, "open", dl.Status)
 	require.Contains(t, dl.Raw, `"later"`)
 	item := fmt.Sprintf("%s/v1/dlq/%d", s.base, dl.ID)

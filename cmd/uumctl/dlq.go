@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -20,7 +22,7 @@ import (
 // that parses them.
 func dlqFilterFlags(fs *flag.FlagSet) func() (store.DeadLetterFilter, error) {
 	vals := map[string]*string{}
-	for _, name := range []string{"status", "reason", "event_name", "correlation_id", "from", "to"} {
+	for _, name := range deadletter.FilterParams {
 		vals[name] = fs.String(name, "", "filter: "+name+" (as GET /v1/dlq)")
 	}
 	return func() (store.DeadLetterFilter, error) {
@@ -33,8 +35,8 @@ func dlqFilterFlags(fs *flag.FlagSet) func() (store.DeadLetterFilter, error) {
 }
 
 func runDLQ(ctx context.Context, c *cli, args []string) error {
-	return c.dispatch(ctx, "dlq", "ls|show ID|replay [ID]|rm ID [flags]", map[string]subcommand{
-		"ls": dlqList, "show": dlqShow, "replay": dlqReplay, "rm": dlqRemove,
+	return c.dispatch(ctx, "dlq", "ls|groups|show ID|replay [ID]|rm [ID]|edit ID [flags]", map[string]subcommand{
+		"ls": dlqList, "groups": dlqGroups, "show": dlqShow, "replay": dlqReplay, "rm": dlqRemove, "edit": dlqEdit,
 	}, args)
 }
 
@@ -214,12 +216,129 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 }
 
 func dlqRemove(ctx context.Context, c *cli, args []string) error {
-	return c.withDeadLetter(ctx, "dlq rm", args, func(q *deadletter.Queue, id int64) error {
+	fs := c.flags("dlq rm", "[ID]")
+	filter := dlqFilterFlags(fs)
+	dry := fs.Bool("dry-run", false, "count what a bulk delete would do, change nothing")
+	all := fs.Bool("all", false, "with no filter but -status, delete every such dead letter")
+	if err := c.parse(fs, args, -1); err != nil {
+		return helped(err)
+	}
+	if fs.NArg() > 1 {
+		return fmt.Errorf("%w: at most one ID", app.ErrUsage)
+	}
+	f, err := filter()
+	if err != nil {
+		return err
+	}
+	var id int64
+	if fs.NArg() == 1 {
+		if id, err = parseID(fs); err != nil {
+			return err
+		}
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	if id != 0 {
 		if err := q.Delete(ctx, id); err != nil {
 			return err
 		}
 		return c.print(map[string]any{"id": id, "status": store.DeadLetterDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
-	})
+	}
+	res, err := q.DeleteMatching(ctx, f, *all, *dry, nil)
+	if errors.Is(err, deadletter.ErrUnfiltered) || errors.Is(err, deadletter.ErrBadDeleteStatus) {
+		return fmt.Errorf("%w: %w (-all)", app.ErrUsage, err)
+	}
+	if err != nil {
+		return err
+	}
+	label, out := "deleted", any(res)
+	if *dry { // the same JSON as POST /v1/dlq/delete?dry_run=true
+		label, out = "would delete", map[string]any{"would_delete": res.Deleted, "more": res.More}
+	}
+	rows := [][]string{{label, strconv.Itoa(res.Deleted)}}
+	if res.More {
+		rows = append(rows, []string{"more", "yes: run it again"})
+	}
+	return c.print(out, nil, rows)
+}
+
+func dlqGroups(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq groups", "")
+	filter := dlqFilterFlags(fs)
+	by := fs.String("by", store.GroupByReason, "count by reason or event_name")
+	limit := fs.Int("limit", deadletter.DefaultGroups, fmt.Sprintf("groups shown (1-%d)", deadletter.MaxGroups))
+	if err := c.parse(fs, args, 0); err != nil {
+		return helped(err)
+	}
+	f, err := filter()
+	if err != nil {
+		return err
+	}
+	if *by != store.GroupByReason && *by != store.GroupByEventName {
+		return fmt.Errorf("%w: -by must be reason or event_name, got %q", app.ErrUsage, *by)
+	}
+	if *limit < 1 || *limit > deadletter.MaxGroups {
+		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, deadletter.MaxGroups)
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	g, err := q.Groups(ctx, f, *by, *limit)
+	if err != nil {
+		return err
+	}
+	rows := make([][]string, len(g.Groups))
+	for i, x := range g.Groups {
+		key := "(none)"
+		if x.Key != nil {
+			key = *x.Key
+		}
+		rows[i] = []string{strconv.FormatInt(x.Count, 10), key}
+	}
+	if err := c.print(g, []string{"COUNT", strings.ToUpper(*by)}, rows); err != nil {
+		return err
+	}
+	if !c.json && !g.Complete {
+		fmt.Fprintf(c.stdout, "counted over the newest %d matches only\n", store.DeadLetterScanRows)
+	}
+	return nil
+}
+
+func dlqEdit(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("dlq edit", "ID")
+	raw := fs.String("raw", "", "the corrected entry")
+	file := fs.String("raw-file", "", "read the corrected entry from this file instead")
+	if err := c.parse(fs, args, 1); err != nil {
+		return helped(err)
+	}
+	id, err := parseID(fs)
+	if err != nil {
+		return err
+	}
+	entry := []byte(*raw)
+	if *file != "" {
+		if entry, err = os.ReadFile(*file); err != nil {
+			return fmt.Errorf("%w: -raw-file: %w", app.ErrUsage, err)
+		}
+		entry = bytes.TrimRight(entry, "\n")
+	}
+	if len(entry) == 0 {
+		return fmt.Errorf("%w: -raw must be the corrected entry", app.ErrUsage)
+	}
+	q, closeDeps, err := c.queue(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeDeps()
+	if err := q.Edit(ctx, id, entry); err != nil {
+		return err
+	}
+	return c.print(map[string]any{"id": id, "status": store.DeadLetterReplayed, "edited": true}, nil, [][]string{{"edited and replayed", strconv.FormatInt(id, 10)}})
 }
 
 // printable shows raw as it is when it is one line of UTF-8, quoted

@@ -104,7 +104,7 @@ func TestUumctl(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &page))
 	require.Len(t, page.DeadLetters, 1)
-	require.Equal(t, "unknown event name", page.DeadLetters[0].Reason)
+	require.True(t, strings.HasPrefix(page.DeadLetters[0].Reason, "unknown event name: refused by drainer "), page.DeadLetters[0].Reason)
 	id := strconv.FormatInt(page.DeadLetters[0].ID, 10)
 	out, code = uumctl(t, stack.Env, "dlq", "ls")
 	require.Equal(t, 0, code, out)
@@ -131,6 +131,41 @@ func TestUumctl(t *testing.T) {
 
 	out, code = uumctl(t, stack.Env, "dlq", "rm", id)
 	require.Equal(t, 0, code, out)
+
+	// Triage: the one open dead letter (the garbage) grouped, refused a
+	// bulk delete without -all, corrected into a "later" entry and counted.
+	out, code = uumctl(t, stack.Env, "dlq", "groups", "-by", "reason", "-status", "open", "--json")
+	require.Equal(t, 0, code, out)
+	var groups struct {
+		Total    int64 `json:"total"`
+		Complete bool  `json:"complete"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &groups))
+	require.Equal(t, int64(1), groups.Total)
+	require.True(t, groups.Complete)
+	_, errOut, code := uumctlErr(t, stack.Env, "dlq", "rm")
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, "-all")
+	out, code = uumctl(t, stack.Env, "dlq", "rm", "--dry-run", "--json")
+	require.Equal(t, 0, code, out)
+	require.JSONEq(t, `{"would_delete":1,"more":false}`, out)
+	out, code = uumctl(t, stack.Env, "dlq", "ls", "-status", "open", "--json")
+	require.Equal(t, 0, code, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &page))
+	require.Len(t, page.DeadLetters, 1)
+	garbage := strconv.FormatInt(page.DeadLetters[0].ID, 10)
+	_, errOut, code = uumctlErr(t, stack.Env, "dlq", "edit", garbage, "-raw", string(uum.Event{UserID: uum.NewUUID(), Name: "nope"}.MarshalWire(time.Now())))
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "event_name: unknown event name")
+	out, code = uumctl(t, stack.Env, "dlq", "edit", garbage, "-raw", string(uum.Event{UserID: uum.NewUUID(), Name: "later"}.MarshalWire(time.Now())))
+	require.Equal(t, 0, code, out)
+	_, code = uumctl(t, stack.Env, "drain")
+	require.Equal(t, 0, code)
+	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT unique_users FROM unique_event_totals WHERE event_name = 'later'`).Scan(&n))
+	require.Equal(t, int64(2), n, "the edited entry counts")
+	out, code = uumctl(t, stack.Env, "dlq", "show", garbage, "--json")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"edited_at":"`)
 	out, code = uumctl(t, stack.Env, "reconcile")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "no drift")
@@ -138,7 +173,7 @@ func TestUumctl(t *testing.T) {
 	require.NoError(t, err)
 	_, err = stack.Pool.Exec(ctx, `UPDATE unique_event_days SET new_users = 9 WHERE event_name = 'known'`)
 	require.NoError(t, err)
-	out, errOut, code := uumctlErr(t, stack.Env, "reconcile", "--dry-run")
+	out, errOut, code = uumctlErr(t, stack.Env, "reconcile", "--dry-run")
 	require.Equal(t, 3, code, "a dry run that finds drift fails: %s", out)
 	require.Contains(t, out, "dry run")
 	require.Regexp(t, `known\s+all\s+9\s+1\s+-8`, out)

@@ -25,27 +25,30 @@ export class APIError extends Error {
 let onUnauthorized = () => {};
 export function whenUnauthorized(f) { onUnauthorized = f; }
 
-// api calls path with the query's non-empty values and returns the
-// decoded JSON, or throws an APIError.
-export async function api(path, { method = 'GET', query = {}, token = session.token() } = {}) {
+// api calls path with the query's non-empty values (and body, if given,
+// as JSON) and returns the decoded JSON, or throws an APIError.
+export async function api(path, { method = 'GET', query = {}, body, token = session.token() } = {}) {
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(query)) {
     if (v !== '' && v !== null && v !== undefined) url.searchParams.set(k, v);
   }
+  const headers = { Authorization: `Bearer ${token}`, Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(url, {
     method,
-    headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     cache: 'no-store',
     credentials: 'omit',
     redirect: 'error',
   });
-  let body = null;
-  try { body = await res.json(); } catch { /* not JSON: described by the status */ }
+  let answer = null;
+  try { answer = await res.json(); } catch { /* not JSON: described by the status */ }
   if (!res.ok) {
     if (res.status === 401) onUnauthorized();
-    throw new APIError(res.status, body?.error);
+    throw new APIError(res.status, answer?.error);
   }
-  return body;
+  return answer;
 }
 
 export const enc = encodeURIComponent;
