@@ -163,7 +163,7 @@ func TestUumctl(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT unique_users FROM unique_event_totals WHERE event_name = 'later'`).Scan(&n))
 	require.Equal(t, int64(2), n, "the edited entry counts")
-	out, code = uumctl(t, stack.Env, "dlq", "show", garbage, "--json")
+	out, code = uumctl(t, stack.Env, "dlq", "show", "--json", garbage)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, `"edited_at":"`)
 	out, code = uumctl(t, stack.Env, "reconcile")
