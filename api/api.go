@@ -94,6 +94,7 @@ type server struct {
 	counterSet *rules.Set
 	counters   CounterReader
 	active     ActiveReader // nil: no /v1/active-users routes
+	audit      AuditLog     // nil: actions not recorded, no /v1/audit
 	now        func() time.Time
 
 	readyMu sync.Mutex
@@ -158,6 +159,7 @@ func (s *server) routes() {
 	s.counterRoutes()
 	s.activeRoutes()
 	s.dlqRoutes()
+	s.auditRoutes()
 	s.addMetricsRoutes()
 	s.addStatusRoutes()
 	s.addDrainRoutes()
@@ -196,6 +198,7 @@ var queryParams = map[string][]string{
 	routeDrain:                       {"shard"},
 	"GET /v1/dlq/groups":             slices.Concat(dlqFilterParams, []string{"by", "limit"}),
 	"POST /v1/dlq/delete":            slices.Concat(dlqFilterParams, []string{"dry_run", "all"}),
+	routeAudit:                       auditParams,
 }
 
 // checkQuery answers 400 and returns false if r's query has a parameter

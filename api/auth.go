@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/uumhq/uum/config"
@@ -25,40 +27,69 @@ var scopeNames = map[scope]string{scopeIngest: "ingest", scopeRead: "read", scop
 type token struct {
 	sum   [sha256.Size]byte
 	grant scope
+	name  string // what the audit log records as the actor
 }
 
 func newTokens(cfg []config.Token) []token {
 	grants := map[string]scope{"ingest": scopeIngest, "read": scopeRead, "admin": scopeAdmin}
 	out := make([]token, 0, len(cfg))
-	for _, t := range cfg {
+	for i, t := range cfg {
 		if t.Value == "" {
 			continue // never let an empty token match
 		}
-		out = append(out, token{sum: sha256.Sum256([]byte(t.Value)), grant: grants[t.Scope]})
+		if t.Name == "" { // config.Load names every token; a literal config may not
+			t.Name = t.Scope + "#" + strconv.Itoa(i+1)
+		}
+		out = append(out, token{sum: sha256.Sum256([]byte(t.Value)), grant: grants[t.Scope], name: t.Name})
 	}
 	return out
 }
 
 // grants returns the union of the scopes of the configured tokens equal to
-// presented. It compares against every token without branching on the
-// result, so timing does not tell which one matched.
+// presented.
 func (s *server) grants(presented string) scope {
+	g, _ := s.identify(presented)
+	return g
+}
+
+// identify returns the union of the scopes of the configured tokens equal
+// to presented, and the name of the last of them. It compares against
+// every token without branching on the result, so timing does not tell
+// which one matched.
+func (s *server) identify(presented string) (scope, string) {
 	sum := sha256.Sum256([]byte(presented))
-	var g int
-	for _, t := range s.tokens {
+	g, idx := 0, -1
+	for i, t := range s.tokens {
 		eq := subtle.ConstantTimeCompare(sum[:], t.sum[:])
 		g |= subtle.ConstantTimeSelect(eq, int(t.grant), 0)
+		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
-	return scope(g)
+	if idx < 0 {
+		return 0, ""
+	}
+	return scope(g), s.tokens[idx].name
+}
+
+// actorKey is the context key of the name of the request's token.
+type actorKey struct{}
+
+// actor returns the name of the token r was authorised with: the actor
+// the audit log records.
+func actor(r *http.Request) string {
+	name, _ := r.Context().Value(actorKey{}).(string)
+	return name
 }
 
 // require serves h only to requests bearing a token that grants want.
 func (s *server) require(want scope, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, msg := bearerToken(r.Header.Get("Authorization"))
-		var g scope
+		var (
+			g    scope
+			name string
+		)
 		if msg == "" {
-			if g = s.grants(tok); g == 0 {
+			if g, name = s.identify(tok); g == 0 {
 				msg = "unknown bearer token"
 			}
 		}
@@ -76,7 +107,7 @@ func (s *server) require(want scope, h http.HandlerFunc) http.Handler {
 		if !checkQuery(w, r) {
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, name)))
 	})
 }
 
@@ -95,7 +126,8 @@ func bearerToken(header string) (tok, problem string) {
 }
 
 // whoami serves GET /v1/whoami: the scopes the presented token grants, so
-// that a client (the console) offers only what the token may do.
+// that a client (the console) offers only what the token may do, and its
+// name, as the audit log records it.
 func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
 	tok, _ := bearerToken(r.Header.Get("Authorization"))
 	g := s.grants(tok)
@@ -105,7 +137,7 @@ func (s *server) whoami(w http.ResponseWriter, r *http.Request) {
 			scopes = append(scopes, scopeNames[sc])
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string][]string{"scopes": scopes})
+	writeJSON(w, http.StatusOK, map[string]any{"scopes": scopes, "name": actor(r)})
 }
 
 // WithConsole serves h, the web console, under GET /ui/ without a token:

@@ -185,6 +185,7 @@ func (s *server) replayDLQ(w http.ResponseWriter, r *http.Request) {
 		s.dlqFailed(w, r, err)
 		return
 	}
+	s.recordAction(r, store.ActionDLQReplay, 1, map[string]any{"id": id})
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": store.DeadLetterReplayed})
 }
 
@@ -203,6 +204,10 @@ func (s *server) replayDLQMatching(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	res, err := s.deadLetters.ReplayMatching(r.Context(), f, dry, nil)
+	if !dry && (err == nil || res.Replayed > 0) { // a dry run changes nothing
+		s.recordAction(r, store.ActionDLQReplayBulk, int64(res.Replayed), map[string]any{
+			"filter": queryParamsOf(r, dlqFilterParams), "still_invalid": res.StillInvalid, "more": res.More, "failed": err != nil})
+	}
 	if errors.Is(err, deadletter.ErrBadStatus) {
 		writeError(w, http.StatusBadRequest, "invalid_request", "status", "only open or replayed dead letters can be replayed")
 		return
@@ -228,5 +233,6 @@ func (s *server) deleteDLQ(w http.ResponseWriter, r *http.Request) {
 		s.dlqFailed(w, r, err)
 		return
 	}
+	s.recordAction(r, store.ActionDLQDelete, 1, map[string]any{"id": id})
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": store.DeadLetterDeleted})
 }

@@ -204,12 +204,12 @@ func TestHistory(t *testing.T) {
 
 func TestWhoami(t *testing.T) {
 	t.Parallel()
-	h := api.New(config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}, {Scope: "admin", Value: adminToken}}},
+	h := api.New(config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}, {Name: "alice", Scope: "admin", Value: adminToken}}},
 		&fakeEvents{}, &fakeCounts{}, nil, nil)
 	for token, want := range map[string]string{
-		readToken:   `{"scopes":["read"]}`,
-		ingestToken: `{"scopes":["ingest"]}`,
-		adminToken:  `{"scopes":["ingest","read","admin"]}`,
+		readToken:   `{"scopes":["read"],"name":"read#1"}`,
+		ingestToken: `{"scopes":["ingest"],"name":"ingest#2"}`,
+		adminToken:  `{"scopes":["ingest","read","admin"],"name":"alice"}`,
 	} {
 		rec := call(h, "GET", "/v1/whoami", token, "")
 		require.Equal(t, http.StatusOK, rec.Code)

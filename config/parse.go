@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
@@ -67,17 +68,26 @@ func parseBool(s string) (any, error) {
 	return nil, fmt.Errorf("invalid boolean %q", s)
 }
 
-// parseTokens splits scope:token pairs; validate checks them, so that its
-// errors can say which entry is wrong without echoing the token. An entry
-// without a colon becomes a token without a scope.
+// parseTokens splits [name=]scope:token entries; validate checks them, so
+// that its errors can say which entry is wrong without echoing the token.
+// An entry without a colon becomes a token without a scope; one without a
+// name is named "<scope>#<entry>".
 func parseTokens(s string) (any, error) {
 	var tokens []Token
-	for _, entry := range splitList(s) {
+	for i, entry := range splitList(s) {
 		scope, value, found := strings.Cut(entry, ":")
 		if !found {
 			scope, value = "", entry
 		}
-		tokens = append(tokens, Token{Scope: strings.TrimSpace(scope), Value: strings.TrimSpace(value)})
+		name, scope, named := strings.Cut(scope, "=")
+		if !named {
+			name, scope = "", name
+		}
+		scope, name = strings.TrimSpace(scope), strings.TrimSpace(name)
+		if !named {
+			name = scope + "#" + strconv.Itoa(i+1)
+		}
+		tokens = append(tokens, Token{Name: name, Scope: scope, Value: strings.TrimSpace(value)})
 	}
 	return tokens, nil
 }

@@ -235,7 +235,13 @@ func (s *Store) AdoptCounters(ctx context.Context, rec CountersRecord) (Counters
 // AcceptCounters records rec whatever was recorded before, which it
 // returns (ok false: nothing was): the deliberate change of the counters.
 func (s *Store) AcceptCounters(ctx context.Context, rec CountersRecord) (prev CountersRecord, ok bool, err error) {
-	prev, ok, err = scanCounters(s.pool.QueryRow(ctx, `
+	return AcceptCounters(ctx, s.pool, rec)
+}
+
+// AcceptCounters is Store.AcceptCounters on db: in a transaction that
+// also records the action (RecordAction).
+func AcceptCounters(ctx context.Context, db DBTX, rec CountersRecord) (prev CountersRecord, ok bool, err error) {
+	prev, ok, err = scanCounters(db.QueryRow(ctx, `
 		WITH prev AS (SELECT counters_fingerprint, counters_names, counters_recorded_at, counters_recorded_by FROM uum_instance FOR UPDATE)
 		UPDATE uum_instance
 		SET counters_fingerprint = $1, counters_names = $2, counters_recorded_at = now(), counters_recorded_by = $3

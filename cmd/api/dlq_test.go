@@ -30,7 +30,7 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	b.Env["UUM_API_TOKENS"] += ",admin:" + adminToken
+	b.Env["UUM_API_TOKENS"] += ",oncall=admin:" + adminToken
 	b.Env["UUM_EVENT_NAMES"] = "known"
 	st := store.New(b.Pool)
 	buf := buffer.New(b.Redis, b.Prefix, 0)
@@ -115,4 +115,50 @@ func TestDeadLetterWorkflow(t *testing.T) {
 	code, body = b.do(t, "GET", s.base+"/v1/dlq/x", adminToken, "")
 	require.Equal(t, http.StatusBadRequest, code, body)
 	require.Contains(t, body, `"field":"id"`)
+
+	// What was done, by whom: the dry run and the refused replays are
+	// not actions.
+	code, body = b.do(t, "GET", s.base+"/v1/audit", readToken, "")
+	require.Equal(t, http.StatusOK, code, body)
+	var audit struct {
+		Actions []struct {
+			Actor   string         `json:"actor"`
+			Via     string         `json:"via"`
+			Action  string         `json:"action"`
+			Entries int64          `json:"entries"`
+			Params  map[string]any `json:"params"`
+		} `json:"actions"`
+		NextCursor string `json:"next_cursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &audit))
+	require.Len(t, audit.Actions, 3, body)
+	for i, want := range []struct {
+		action  string
+		entries int64
+	}{{store.ActionDLQDelete, 1}, {store.ActionDLQReplay, 1}, {store.ActionDLQReplayBulk, 1}} {
+		got := audit.Actions[i]
+		require.Equal(t, want.action, got.Action, body)
+		require.Equal(t, want.entries, got.Entries, body)
+		require.Equal(t, "oncall", got.Actor, "the token's name")
+		require.Equal(t, "api", got.Via)
+	}
+	require.EqualValues(t, dl.ID, audit.Actions[0].Params["id"])
+	require.Equal(t, map[string]any{"filter": map[string]any{}, "still_invalid": 1.0, "more": false, "failed": false}, audit.Actions[2].Params)
+	rows, err := st.Actions(ctx, store.ActionFilter{Actor: "oncall"}, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "the database's answer")
+
+	code, body = b.do(t, "GET", s.base+"/v1/audit?limit=1", readToken, "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &audit))
+	require.Len(t, audit.Actions, 1)
+	code, body = b.do(t, "GET", s.base+"/v1/audit?limit=1&cursor="+audit.NextCursor, readToken, "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &audit))
+	require.Equal(t, store.ActionDLQReplay, audit.Actions[0].Action, "the second page")
+	code, body = b.do(t, "GET", s.base+"/v1/audit?limit=501", readToken, "")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"field":"limit"`)
+	code, body = b.do(t, "GET", s.base+"/v1/audit", ingestToken, "")
+	require.Equal(t, http.StatusForbidden, code, body)
 }

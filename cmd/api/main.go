@@ -81,6 +81,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 			api.MetricsAccess{Token: cfg.Operations.MetricsToken, Open: cfg.Operations.MetricsOpen}),
 		api.WithCounters(deps.Counters, deps.Store),
 		api.WithActiveUsers(events),
+		api.WithAudit(deps.Store),
 		api.WithStatus(deps.Pipeline, buffer.NewLeases(deps.Redis, cfg.Redis.KeyPrefix), schedule, cfg.Processor.LeaseTTL),
 		api.WithDrainNow(trigger, deps.Pipeline, schedule),
 		api.WithConsole(console.Handler()))

@@ -25,6 +25,7 @@ import (
 	"github.com/uumhq/uum/processor"
 	"github.com/uumhq/uum/reconcile"
 	"github.com/uumhq/uum/seencache"
+	"github.com/uumhq/uum/store"
 )
 
 func main() {
@@ -119,7 +120,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	svc.Periodic(processor.TaskMaintain, cfg.Operations.ReconcileInterval, func(ctx context.Context) error {
 		_, rerr := rec.Run(ctx, false)
 		_, perr := dead.Purge(ctx, cfg.Operations.DeadLetterRetention)
-		return errors.Join(rerr, perr)
+		return errors.Join(rerr, perr, pruneAudit(ctx, deps, logger))
 	})
 	svc.Periodic(processor.TaskPruneBuckets, time.Hour, func(ctx context.Context) error {
 		return processor.PruneBuckets(ctx, deps.Store, cfg.Counters.WindowRetention, time.Now(), logger)
@@ -184,6 +185,18 @@ func serveHealth(ctx context.Context, addr string, deps *app.App, logger *slog.L
 		_ = srv.Shutdown(sctx)
 		<-served
 	}, nil
+}
+
+// pruneAudit keeps the audit log within its documented bounds.
+func pruneAudit(ctx context.Context, deps *app.App, logger *slog.Logger) error {
+	n, err := deps.Store.PruneActions(ctx, time.Now().Add(-store.AuditRetention), store.AuditMaxRows)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		logger.InfoContext(ctx, "audit log pruned", "deleted", n)
+	}
+	return nil
 }
 
 type pingFunc func(ctx context.Context) error

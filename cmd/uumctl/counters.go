@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/uumhq/uum/checkpoint"
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/rules"
@@ -69,7 +71,22 @@ func countersAccept(ctx context.Context, c *cli, args []string) error {
 	}
 	defer deps.Close()
 	r := newRecordReport(deps.Counters, store.CountersRecord{}, false)
-	prev, ok, err := deps.Store.AcceptCounters(ctx, store.CountersRecord{Fingerprint: r.Fingerprint, Counters: r.Counters, RecordedBy: "uumctl counters accept"})
+	var (
+		prev store.CountersRecord
+		ok   bool
+	)
+	err = deps.Store.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		prev, ok, err = store.AcceptCounters(ctx, tx, store.CountersRecord{Fingerprint: r.Fingerprint, Counters: r.Counters, RecordedBy: "uumctl counters accept"})
+		if err != nil {
+			return err
+		}
+		params := map[string]any{"fingerprint": store.FingerprintOrNone(r.Fingerprint), "counters": r.Counters}
+		if ok {
+			params["previous"] = store.FingerprintOrNone(prev.Fingerprint)
+		}
+		return store.RecordAction(ctx, tx, c.action(store.ActionCountersAccept, 0, params))
+	})
 	if err != nil {
 		return fmt.Errorf("counters accept: %w", err)
 	}

@@ -226,6 +226,10 @@ func TestCountersAccept(t *testing.T) {
 	require.Empty(t, accepted.Fingerprint, "counting switched off on purpose")
 	require.NoError(t, drainErr(none))
 	require.ErrorContains(t, drainErr(changed), "switched off on purpose")
+
+	var actions int
+	require.NoError(t, stack.Pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = 'counters.accept' AND via = 'uumctl'`).Scan(&actions))
+	require.Equal(t, 2, actions, "each accept is in the audit log")
 }
 
 // TestCountersExportRestoreActiveUsers: the active-user sets and the user

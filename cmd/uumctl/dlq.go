@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,18 +41,19 @@ func runDLQ(ctx context.Context, c *cli, args []string) error {
 	}, args)
 }
 
-// queue opens the dependencies and the dead-letter queue.
-func (c *cli) queue(ctx context.Context) (*deadletter.Queue, func(), error) {
+// queue opens the dependencies and the dead-letter queue, and returns the
+// store the audit log is in.
+func (c *cli) queue(ctx context.Context) (*deadletter.Queue, *store.Store, func(), error) {
 	deps, err := c.open(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	names, err := deps.Names()
 	if err != nil {
 		deps.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return deadletter.New(deps.Store, deps.Buffer, names, deps.Stats, deps.Log()), deps.Close, nil
+	return deadletter.New(deps.Store, deps.Buffer, names, deps.Stats, deps.Log()), deps.Store, deps.Close, nil
 }
 
 func dlqList(ctx context.Context, c *cli, args []string) error {
@@ -69,7 +71,7 @@ func dlqList(ctx context.Context, c *cli, args []string) error {
 	if *limit < 1 || *limit > deadletter.MaxPageSize {
 		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, deadletter.MaxPageSize)
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, _, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,6 +101,18 @@ func dlqList(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
+// filterParams returns the filter flags given, for an audit record, by
+// the API's names.
+func filterParams(fs *flag.FlagSet) map[string]any {
+	out := map[string]any{}
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(deadletter.FilterParams, f.Name) {
+			out[f.Name] = f.Value.String()
+		}
+	})
+	return out
+}
+
 // parseID reads the ID argument.
 func parseID(fs *flag.FlagSet) (int64, error) {
 	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
@@ -110,7 +124,7 @@ func parseID(fs *flag.FlagSet) (int64, error) {
 
 // withDeadLetter runs do on the dead letter named by the one ID argument
 // of the command name; -h prints the usage and does nothing else.
-func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*deadletter.Queue, int64) error) error {
+func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*deadletter.Queue, *store.Store, int64) error) error {
 	fs := c.flags(name, "ID")
 	if err := c.parse(fs, args, 1); err != nil {
 		return helped(err)
@@ -119,16 +133,16 @@ func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do
 	if err != nil {
 		return err
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, st, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
-	return do(q, id)
+	return do(q, st, id)
 }
 
 func dlqShow(ctx context.Context, c *cli, args []string) error {
-	return c.withDeadLetter(ctx, "dlq show", args, func(q *deadletter.Queue, id int64) error {
+	return c.withDeadLetter(ctx, "dlq show", args, func(q *deadletter.Queue, _ *store.Store, id int64) error {
 		return c.showDeadLetter(ctx, q, id)
 	})
 }
@@ -176,7 +190,7 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, st, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
@@ -187,6 +201,9 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		if err := q.Replay(ctx, id); err != nil {
+			return err
+		}
+		if err := c.record(ctx, st, store.ActionDLQReplay, 1, map[string]any{"id": id}); err != nil {
 			return err
 		}
 		return c.print(map[string]any{"id": id, "status": store.DeadLetterReplayed}, nil, [][]string{{"replayed", strconv.FormatInt(id, 10)}})
@@ -200,6 +217,10 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 	res, err := q.ReplayMatching(ctx, f, *dry, progress)
 	if pb != nil {
 		_ = pb.Finish()
+	}
+	if !*dry && (err == nil || res.Replayed > 0) { // a dry run changes nothing
+		err = errors.Join(err, c.record(ctx, st, store.ActionDLQReplayBulk, int64(res.Replayed), map[string]any{
+			"filter": filterParams(fs), "still_invalid": res.StillInvalid, "more": res.More, "failed": err != nil}))
 	}
 	if err != nil {
 		return err
@@ -236,13 +257,16 @@ func dlqRemove(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, st, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
 	if id != 0 {
 		if err := q.Delete(ctx, id); err != nil {
+			return err
+		}
+		if err := c.record(ctx, st, store.ActionDLQDelete, 1, map[string]any{"id": id}); err != nil {
 			return err
 		}
 		return c.print(map[string]any{"id": id, "status": store.DeadLetterDeleted}, nil, [][]string{{"deleted", strconv.FormatInt(id, 10)}})
@@ -253,6 +277,11 @@ func dlqRemove(ctx context.Context, c *cli, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !*dry {
+		if err := c.record(ctx, st, store.ActionDLQDeleteBulk, int64(res.Deleted), withAll(filterParams(fs), *all)); err != nil {
+			return err
+		}
 	}
 	label, out := "deleted", any(res)
 	if *dry { // the same JSON as POST /v1/dlq/delete?dry_run=true
@@ -283,7 +312,7 @@ func dlqGroups(ctx context.Context, c *cli, args []string) error {
 	if *limit < 1 || *limit > deadletter.MaxGroups {
 		return fmt.Errorf("%w: -limit must be from 1 to %d", app.ErrUsage, deadletter.MaxGroups)
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, _, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
@@ -330,7 +359,7 @@ func dlqEdit(ctx context.Context, c *cli, args []string) error {
 	if len(entry) == 0 {
 		return fmt.Errorf("%w: -raw must be the corrected entry", app.ErrUsage)
 	}
-	q, closeDeps, err := c.queue(ctx)
+	q, _, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,4 +377,12 @@ func printable(raw []byte) string {
 		return string(raw)
 	}
 	return strconv.Quote(string(raw))
+}
+
+// withAll adds a bulk delete's -all to its audit record's filter.
+func withAll(params map[string]any, all bool) map[string]any {
+	if all {
+		params["all"] = true
+	}
+	return params
 }

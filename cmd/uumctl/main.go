@@ -92,6 +92,7 @@ var commands = map[string]command{
 	"backfill":     {"load historical (user_id, event_name, created_at) rows from a JSON-lines file", runBackfill},
 	"active-users": {"exact active users of events over a range: total, series, rolling, stickiness, retention", runActiveUsers},
 	"counters":     {"checkpoint the persistent counters (export FILE, restore FILE); show, accept the counters file", runCounters},
+	"audit":        {"the operator actions (replays, deletions, pauses, ...): who, what, when, how many", runAudit},
 }
 
 func usage(w io.Writer) {

@@ -129,8 +129,31 @@ func TestUumctl(t *testing.T) {
 	require.NoError(t, stack.Pool.QueryRow(ctx, `SELECT unique_users FROM unique_event_totals WHERE event_name = 'later'`).Scan(&n))
 	require.Equal(t, int64(1), n)
 
+	stack.Env["USER"] = "carol"
 	out, code = uumctl(t, stack.Env, "dlq", "rm", id)
 	require.Equal(t, 0, code, out)
+	out, code = uumctl(t, stack.Env, "audit", "--json", "-limit", "1")
+	require.Equal(t, 0, code, out)
+	var audit struct {
+		Actions []struct {
+			Actor, Via, Action string
+			Entries            int64
+			Params             map[string]any
+		} `json:"actions"`
+		NextCursor string `json:"next_cursor"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &audit))
+	require.Len(t, audit.Actions, 1)
+	require.Equal(t, "uumctl:carol", audit.Actions[0].Actor)
+	require.Equal(t, "uumctl", audit.Actions[0].Via)
+	require.Equal(t, "dlq.delete", audit.Actions[0].Action)
+	require.EqualValues(t, 1, audit.Actions[0].Entries)
+	require.Equal(t, id, fmt.Sprint(audit.Actions[0].Params["id"]))
+	out, code = uumctl(t, stack.Env, "audit", "-cursor", audit.NextCursor)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `uumctl\s+uumctl\s+dlq\.replay_bulk\s+1\s+\{.*"still_invalid": 1\}`, out, "the bulk replay, before USER was set")
+	_, code = uumctl(t, stack.Env, "audit", "-limit", "501")
+	require.Equal(t, 2, code)
 
 	// Triage: the one open dead letter (the garbage) grouped, refused a
 	// bulk delete without -all, corrected into a "later" entry and counted.
