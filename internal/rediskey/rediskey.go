@@ -57,3 +57,8 @@ func SeenReset(prefix string) string { return prefix + "s:reset" }
 func SeenHeads(prefix, scope string) string {
 	return prefix + "s:{" + scope + "}:heads"
 }
+
+// Pauses returns the hash of what operators paused: field "drain" or
+// "ingest", value the JSON of who paused it and when (pause.Entry). A
+// field is there while its part is paused; the hash never expires.
+func Pauses(prefix string) string { return prefix + "control:pauses" }
