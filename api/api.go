@@ -95,6 +95,7 @@ type server struct {
 	counters   CounterReader
 	active     ActiveReader // nil: no /v1/active-users routes
 	audit      AuditLog     // nil: actions not recorded, no /v1/audit
+	pauses     Pauser       // nil: no pause routes
 	now        func() time.Time
 
 	readyMu sync.Mutex
@@ -160,6 +161,7 @@ func (s *server) routes() {
 	s.activeRoutes()
 	s.dlqRoutes()
 	s.auditRoutes()
+	s.pauseRoutes()
 	s.addMetricsRoutes()
 	s.addStatusRoutes()
 	s.addDrainRoutes()

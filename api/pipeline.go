@@ -7,6 +7,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/health"
+	"github.com/uumhq/uum/pause"
 	"github.com/uumhq/uum/pipemetrics"
 )
 
@@ -108,9 +109,11 @@ type statusBody struct {
 	Shards          []shardBody `json:"shards"`
 	// Capacity is what the drain's settings sustain and how full the
 	// last runs were; Health the verdict on the pipeline (api/health.go).
-	Capacity  health.Capacity `json:"capacity"`
-	Health    health.Verdict  `json:"health"`
-	Timestamp time.Time       `json:"timestamp"`
+	Capacity health.Capacity `json:"capacity"`
+	Health   health.Verdict  `json:"health"`
+	// Paused is what operators paused (WithPause); absent without it.
+	Paused    *pause.State `json:"paused,omitempty"`
+	Timestamp time.Time    `json:"timestamp"`
 }
 
 // getStatus serves GET /v1/status.
@@ -126,6 +129,11 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		next, prev, err = st.schedule.NextDrain(ctx)
 		body.NextDrainAt, body.PrevDrainAt = timeOrNil(next), timeOrNil(prev)
+	}
+	if err == nil && s.pauses != nil {
+		var p pause.State
+		p, err = s.pauses.State(ctx)
+		body.Paused = &p
 	}
 	if err != nil {
 		s.statusUnavailable(w, r, err)

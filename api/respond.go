@@ -132,6 +132,10 @@ func (s *server) unavailable(w http.ResponseWriter, r *http.Request, op string, 
 // once.
 func (s *server) bufferFailed(w http.ResponseWriter, r *http.Request, err error) {
 	const op = "event buffer"
+	if errors.Is(err, uniqueevents.ErrIngestPaused) { // an operator's choice, not a failure to log
+		writeIngestPaused(w)
+		return
+	}
 	s.logUnavailable(r, op, err)
 	maybe := errors.Is(err, uniqueevents.ErrMaybeBuffered)
 	msg := op + " is unavailable, retry later; nothing was buffered"

@@ -109,6 +109,9 @@ type Summary struct {
 	Backlog    bool  `json:"backlog"`
 	DurationMS int64 `json:"duration_ms"`
 	Skipped    bool  `json:"skipped"`
+	// Paused says an operator paused draining: the run was skipped, or
+	// stopped after the batch it was committing.
+	Paused bool `json:"paused"`
 }
 
 // Drainer drains one buffer. Runs of one Drainer, or of drainers in other
@@ -143,7 +146,8 @@ type Drainer struct {
 	shards      *shards // nil: DrainAll drains buf alone
 	// zone is the report time zone whose days active users are filed
 	// under; nil: UTC.
-	zone *time.Location
+	zone  *time.Location
+	pause DrainSwitch // nil: never paused
 	// noActivity leaves the active-user sets out (benchmarks only).
 	noActivity bool
 }
@@ -198,6 +202,12 @@ func (d *Drainer) Drain(ctx context.Context) (Summary, error) {
 func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	parent := ctx
+	if d.paused(ctx) {
+		sum := Summary{Skipped: true, Paused: true}
+		d.measureDepth(ctx, &sum)
+		d.logger.InfoContext(ctx, "drain skipped: paused", "queue_depth", sum.QueueDepth)
+		return sum, nil
+	}
 	lease, err := d.acquire(ctx)
 	if errors.Is(err, buffer.ErrLeaseHeld) {
 		sum := Summary{Skipped: true}
@@ -301,6 +311,12 @@ func (d *Drainer) run(ctx context.Context, lease *buffer.Lease) (Summary, error)
 		}
 		if err := ctx.Err(); err != nil {
 			return sum, err
+		}
+		if d.paused(ctx) {
+			// The prepared next batch is neither committed nor trimmed.
+			d.logger.InfoContext(ctx, "drain stopped: paused", "iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
+			sum.Paused = true
+			return sum, nil
 		}
 		if prefetched == nil && sum.Iterations < d.cfg.MaxIterations {
 			// The batch emptied the buffer as it was; look again for

@@ -188,7 +188,7 @@ func (s *Service) process(ctx context.Context, t *asynq.Task) error {
 	// paces an empty buffer. A run that drained nothing (the shards with
 	// entries are leased to other processors, which follow up on their
 	// own runs) or failed (asynq retries it) schedules nothing.
-	if err == nil && sum.Backlog && sum.Iterations > 0 && ctx.Err() == nil {
+	if err == nil && sum.Backlog && sum.Iterations > 0 && !sum.Paused && ctx.Err() == nil {
 		s.enqueue(ctx, reasonBacklog)
 	}
 	return err

@@ -34,7 +34,7 @@ func (d *Drainer) DrainUntilEmpty(ctx context.Context, limit time.Duration) (Sum
 			total.DurationMS = time.Since(start).Milliseconds()
 			return total, err
 		}
-		if !sum.Backlog || runCtx.Err() != nil {
+		if !sum.Backlog || sum.Paused || runCtx.Err() != nil {
 			break
 		}
 		if sum.Iterations > 0 {
@@ -77,6 +77,7 @@ func (s *Summary) add(run Summary) {
 	s.DBInserts += run.DBInserts
 	s.DeadLettered += run.DeadLettered
 	s.QueueDepth, s.Backlog = run.QueueDepth, run.Backlog
+	s.Paused = s.Paused || run.Paused
 }
 
 // heldBackoff paces the tries of DrainUntilEmpty while other drainers

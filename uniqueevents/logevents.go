@@ -92,6 +92,9 @@ func (c *Client) push(ctx context.Context, start time.Time, key []byte, entries 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.pushTimeout)
 	defer cancel()
+	if c.ingestPaused(ctx) {
+		return ErrIngestPaused
+	}
 	var err error
 	if kb, ok := c.buf.(KeyedBuffer); ok {
 		err = kb.PushKey(ctx, key, entries)

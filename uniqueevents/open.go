@@ -13,6 +13,7 @@ import (
 
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/config"
+	"github.com/uumhq/uum/pause"
 	"github.com/uumhq/uum/seencache"
 	"github.com/uumhq/uum/store"
 )
@@ -78,7 +79,8 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 		buffer.WaitReplicas(cfg.Redis.PushWaitReplicas))
 	closers = append(closers, pusher.Close)
 
-	c, err := New(cfg.Events, pusher, nil, nil, stats, logger, WithReportZone(cfg.Active.Location()))
+	c, err := New(cfg.Events, pusher, nil, nil, stats, logger, WithReportZone(cfg.Active.Location()),
+		WithIngestSwitch(pause.New(rdb, cfg.Redis.KeyPrefix)))
 	if err != nil {
 		return nil, err
 	}

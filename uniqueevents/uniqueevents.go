@@ -144,8 +144,9 @@ type Client struct {
 	activeCache *activeusers.Cache
 	stats       statsd.ClientInterface
 	logger      *slog.Logger
-	cacheDown   atomic.Bool // the last cache read failed
-	closers     []func()    // what Open made, in order
+	ingest      IngestSwitch // nil: never paused
+	cacheDown   atomic.Bool  // the last cache read failed
+	closers     []func()     // what Open made, in order
 	closeOnce   sync.Once
 }
 

@@ -82,6 +82,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		api.WithCounters(deps.Counters, deps.Store),
 		api.WithActiveUsers(events),
 		api.WithAudit(deps.Store),
+		api.WithPause(deps.Pauses),
 		api.WithStatus(deps.Pipeline, buffer.NewLeases(deps.Redis, cfg.Redis.KeyPrefix), schedule, cfg.Processor.LeaseTTL),
 		api.WithDrainNow(trigger, deps.Pipeline, schedule),
 		api.WithConsole(console.Handler()))

@@ -93,6 +93,8 @@ var commands = map[string]command{
 	"active-users": {"exact active users of events over a range: total, series, rolling, stickiness, retention", runActiveUsers},
 	"counters":     {"checkpoint the persistent counters (export FILE, restore FILE); show, accept the counters file", runCounters},
 	"audit":        {"the operator actions (replays, deletions, pauses, ...): who, what, when, how many", runAudit},
+	"pause":        {"pause draining or ingestion on every process until resumed: pause drain|ingest", runPause},
+	"resume":       {"resume draining or ingestion: resume drain|ingest", runResume},
 }
 
 func usage(w io.Writer) {

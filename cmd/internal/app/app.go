@@ -21,6 +21,7 @@ import (
 	"github.com/uumhq/uum/cmd/internal/promstats"
 	"github.com/uumhq/uum/config"
 	"github.com/uumhq/uum/migrations"
+	"github.com/uumhq/uum/pause"
 	"github.com/uumhq/uum/pipemetrics"
 	"github.com/uumhq/uum/rules"
 	"github.com/uumhq/uum/seencache"
@@ -47,6 +48,8 @@ type App struct {
 	Stats statsd.ClientInterface
 	// Pipeline reads and records the pipeline metrics.
 	Pipeline *pipemetrics.Metrics
+	// Pauses is the operators' pause switch of draining and ingestion.
+	Pauses *pause.Switch
 	// Counters are the counter definitions of UUM_COUNTERS_FILE; nil
 	// without one.
 	Counters *rules.Set
@@ -102,6 +105,7 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *App, 
 	}
 	// The dead-letter replay pushes to it: with the producers' WAIT.
 	a.Buffer = buffer.New(a.Redis, cfg.Redis.KeyPrefix, 0, buffer.WaitReplicas(cfg.Redis.PushWaitReplicas))
+	a.Pauses = pause.New(a.Redis, cfg.Redis.KeyPrefix)
 	a.Pipeline = pipemetrics.New(a.Redis, cfg.Redis.KeyPrefix, a.Store).WithShards(cfg.Redis.BufferShards)
 
 	a.Seen = seencache.New(a.Redis, cfg.Redis.KeyPrefix, cfg.Cache.TTL, a.Store,

@@ -44,7 +44,7 @@ func (a *App) Drainer(ctx context.Context, names processor.NameChecker) (*proces
 				processor.WithPipelineMetrics(a.Pipeline, a.Store), processor.WithRunRecorder(a.Pipeline.Runs(i)),
 				processor.WithNameLimit(a.Store, cfg.Processor.MaxEventNames),
 				processor.WithCounters(a.Counters, cfg.Counters.WindowRetention), processor.WithCountersRecord(a.Store),
-				processor.WithReportZone(cfg.Active.Location())}, opts...)...)
+				processor.WithReportZone(cfg.Active.Location()), processor.WithPause(a.Pauses)}, opts...)...)
 	}
 	stats := a.Stats
 	if cfg.Redis.BufferShards > 1 {

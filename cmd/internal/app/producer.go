@@ -25,5 +25,6 @@ func (a *App) Producer() (*uniqueevents.Client, error) {
 		buffer.WaitReplicas(a.Config.Redis.PushWaitReplicas))
 	a.closers = append(a.closers, func() { _ = rdb.Close() }, pusher.Close)
 	return uniqueevents.New(a.Config.Events, pusher, a.Seen, a.Store, a.Stats, a.logger,
-		uniqueevents.WithReportZone(a.Config.Active.Location())) // the drain's days
+		uniqueevents.WithReportZone(a.Config.Active.Location()), // the drain's days
+		uniqueevents.WithIngestSwitch(a.Pauses))
 }
