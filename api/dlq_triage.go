@@ -74,6 +74,10 @@ func (s *server) deleteDLQMatching(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.deadLetters.DeleteMatching(r.Context(), f, all, dry, nil)
+	if !dry && (err == nil || res.Deleted > 0) { // a dry run changes nothing
+		s.recordAction(r, store.ActionDLQDeleteBulk, int64(res.Deleted), map[string]any{
+			"filter": queryParamsOf(r, dlqFilterParams), "all": all, "more": res.More, "failed": err != nil})
+	}
 	switch {
 	case errors.Is(err, deadletter.ErrBadDeleteStatus):
 		writeError(w, http.StatusBadRequest, "invalid_request", "status", "only open or replayed dead letters can be deleted")
@@ -130,5 +134,6 @@ func (s *server) editDLQ(w http.ResponseWriter, r *http.Request) {
 		s.dlqFailed(w, r, err)
 		return
 	}
+	s.recordAction(r, store.ActionDLQEdit, 1, map[string]any{"id": id})
 	writeJSON(w, http.StatusOK, map[string]any{"id": id, "status": store.DeadLetterReplayed, "edited": true})
 }

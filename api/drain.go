@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/uumhq/uum/store"
 )
 
 // DrainTrigger makes the running processors drain at once;
@@ -80,6 +82,7 @@ func (s *server) postDrain(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "drain queue", err)
 		return
 	}
+	s.recordAction(r, store.ActionDrainNow, 0, map[string]any{"shard": shard, "task_id": id})
 	body := drainBody{TaskID: id, EnqueuedAt: s.now().UTC()}
 	if shard >= 0 {
 		body.Shard = &shard

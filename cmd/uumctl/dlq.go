@@ -359,12 +359,15 @@ func dlqEdit(ctx context.Context, c *cli, args []string) error {
 	if len(entry) == 0 {
 		return fmt.Errorf("%w: -raw must be the corrected entry", app.ErrUsage)
 	}
-	q, _, closeDeps, err := c.queue(ctx)
+	q, st, closeDeps, err := c.queue(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeDeps()
 	if err := q.Edit(ctx, id, entry); err != nil {
+		return err
+	}
+	if err := c.record(ctx, st, store.ActionDLQEdit, 1, map[string]any{"id": id}); err != nil {
 		return err
 	}
 	return c.print(map[string]any{"id": id, "status": store.DeadLetterReplayed, "edited": true}, nil, [][]string{{"edited and replayed", strconv.FormatInt(id, 10)}})

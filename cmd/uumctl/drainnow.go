@@ -9,6 +9,7 @@ import (
 
 	"github.com/uumhq/uum/cmd/internal/app"
 	"github.com/uumhq/uum/processor"
+	"github.com/uumhq/uum/store"
 )
 
 // errNoProcessor is drain-now's failure when no processor would run the
@@ -56,6 +57,9 @@ func runDrainNow(ctx context.Context, c *cli, args []string) error {
 	id, err := trigger.DrainNow(ctx, *shard)
 	if err != nil {
 		return fmt.Errorf("drain-now: %w", err)
+	}
+	if err := c.record(ctx, deps.Store, store.ActionDrainNow, 0, map[string]any{"shard": *shard, "task_id": id}); err != nil {
+		return err
 	}
 	rep := drainNowReport{TaskID: id, EnqueuedAt: time.Now().UTC()}
 	which := "every shard"
