@@ -50,7 +50,7 @@ func TestPauseIngestion(t *testing.T) {
 	require.Equal(t, "oncall", paused.Paused.Ingest.By)
 	require.Nil(t, paused.Paused.Drain)
 
-	req, err := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/events", strings.NewReader(event))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/v1/events", strings.NewReader(event))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+ingestToken)
 	req.Header.Set("Content-Type", "application/json")
