@@ -132,7 +132,7 @@ func TestRunOnce(t *testing.T) {
 		}
 		slices.Sort(keys)
 		require.Equal(t, []string{"backlog", "db_inserts", "db_queries", "dead_lettered", "duration_ms",
-			"events_processed", "iterations", "queue_depth", "skipped"}, keys)
+			"events_processed", "iterations", "paused", "queue_depth", "skipped"}, keys)
 		require.Equal(t, false, sum["skipped"])
 		require.InDelta(t, 0, sum["iterations"], 0)
 		require.InDelta(t, 0, sum["events_processed"], 0)
@@ -160,6 +160,7 @@ func TestRunOnce(t *testing.T) {
 			"backlog":          false,
 			"duration_ms":      sum["duration_ms"],
 			"skipped":          false,
+			"paused":           false,
 		}, sum)
 
 		require.Equal(t, 3, b.count(t, "SELECT count(*) FROM unique_user_events"))
