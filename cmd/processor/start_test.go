@@ -38,7 +38,7 @@ func TestFlags(t *testing.T) {
 		require.NoError(t, run(t.Context(), []string{"-h"}, unreachable.Environ(), &stdout, &stderr))
 		out := stdout.String()
 		for _, want := range []string{"Usage: processor", "-once", "-until-empty", "-max-duration", "-version",
-			"UUM_BATCH_SIZE [500]", "UUM_DATABASE_SCHEMA [empty]", "UUM_PROCESSOR_HEALTH_ADDR [empty]", "UUM_LOG_LEVEL"} {
+			"UUM_BATCH_SIZE [2000]", "UUM_DATABASE_SCHEMA [empty]", "UUM_PROCESSOR_HEALTH_ADDR [empty]", "UUM_LOG_LEVEL"} {
 			require.Contains(t, out, want)
 		}
 		require.NotContains(t, out, "UUM_API_TOKENS", "the api's variable")

@@ -85,7 +85,7 @@ func TestDrainer(t *testing.T) {
 	}
 	got := reasons()
 	require.Len(t, got, 2)
-	require.Contains(t, got, "unknown event name", "the name policy")
+	require.Contains(t, strings.Join(got, "\n"), "unknown event name: refused by drainer", "the name policy")
 	require.Contains(t, strings.Join(got, "\n"), "event name limit reached", "the name cap")
 
 	values, err := a.Store.CounterValues(ctx, "active_connections", nil, 10)
