@@ -126,15 +126,21 @@ type rollingBody[P any] struct {
 	Points     []P      `json:"points"`
 }
 
+// windowRequest reads what the rolling and stickiness routes share: the
+// CSV choice, the query and the window (400 naming it when invalid).
+func windowRequest(w http.ResponseWriter, r *http.Request) (q uniqueevents.ActiveQuery, window int, asCSV, ok bool) {
+	if asCSV, ok = wantsCSV(w, r); !ok {
+		return q, 0, false, false
+	}
+	q = activeQuery(r)
+	window, ok = intParam(w, r, "window", defaultWindow)
+	return q, window, asCSV, ok
+}
+
 // getRolling answers the users of the window ending on each day:
 // GET /v1/active-users/rolling.
 func (s *server) getRolling(w http.ResponseWriter, r *http.Request) {
-	asCSV, ok := wantsCSV(w, r)
-	if !ok {
-		return
-	}
-	q := activeQuery(r)
-	window, ok := intParam(w, r, "window", defaultWindow)
+	q, window, asCSV, ok := windowRequest(w, r)
 	if !ok {
 		return
 	}
@@ -156,12 +162,7 @@ func (s *server) getRolling(w http.ResponseWriter, r *http.Request) {
 // getStickiness answers each day's users over its window's:
 // GET /v1/active-users/stickiness.
 func (s *server) getStickiness(w http.ResponseWriter, r *http.Request) {
-	asCSV, ok := wantsCSV(w, r)
-	if !ok {
-		return
-	}
-	q := activeQuery(r)
-	window, ok := intParam(w, r, "window", defaultWindow)
+	q, window, asCSV, ok := windowRequest(w, r)
 	if !ok {
 		return
 	}
