@@ -33,9 +33,12 @@ coordinator's database), started on free loopback ports in a temporary
 folder and removed afterwards. Each round buffers a known workload (user
 events with duplicates, tracked events with repeated ids, about 1 % poison)
 and drains it while killing drainers (kill -9 at random and at failpoints),
-stopping them past their lease, crashing Redis and stopping the private
-Postgres -m immediate; then it checks rows, totals, counters, windows, the
-duplicate audit, dead letters, statsd and the buffer against the truth.
+stopping them past their lease, crashing Redis, stopping the private
+Postgres -m immediate and restoring it from a snapshot taken seconds
+before (the entries the lost commits trimmed put back, as a producer
+re-delivers them); then it checks rows, totals, counters, windows, the
+duplicate audit, dead letters, active users, statsd and the buffer against
+the truth.
 Exit status: 0 nothing lost or doubled, 1 a loss, a double or a failure of
 the harness, 2 usage.`
 
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Entries, "entries", 1500, "entries each round buffers before its faults")
 	fs.DurationVar(&cfg.FaultTime, "fault-time", 8*time.Second, "how long each round injects faults")
 	fs.IntVar(&cfg.EverysecEvery, "everysec-every", 5, "run every Nth round with appendfsync everysec (0: never)")
+	fs.IntVar(&cfg.RestoreEvery, "restore-every", 2, "restore Postgres from a snapshot once in every Nth round (0: never)")
 	fs.StringVar(&cfg.BinDir, "bin", "", "folder of the api and processor binaries (empty: go build them)")
 	fs.StringVar(&cfg.RedisServer, "redis-server", "redis-server", "redis-server binary")
 	fs.StringVar(&cfg.PostgresBin, "pg-bin", "", "folder of initdb and postgres (empty: PATH, then /usr/lib/postgresql/*/bin)")

@@ -14,9 +14,10 @@ import (
 	"github.com/uumhq/uum/cmd/chaos/internal/harness"
 )
 
-// TestShortRun is make test's version of make chaos: one round of four
-// drainers under faults, built from this checkout, against servers of its
-// own. It must report nothing lost or doubled; a loss makes run fail.
+// TestShortRun is make test's version of make chaos: one round of two
+// drainers over four shards under faults, a Postgres restore among them,
+// built from this checkout, against servers of its own. It must report
+// nothing lost or doubled; a loss makes run fail.
 func TestShortRun(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -31,11 +32,12 @@ func TestShortRun(t *testing.T) {
 			"scripts/services.sh test (make test) installs it (Debian: apt-get install redis-server)", err)
 	}
 	var stdout, stderr strings.Builder
-	err := run(context.Background(), []string{"-rounds", "1", "-entries", "400", "-fault-time", "4s", "-everysec-every", "0"}, &stdout, &stderr)
+	err := run(context.Background(), []string{"-rounds", "1", "-entries", "400", "-fault-time", "4s", "-everysec-every", "0", "-restore-every", "1"}, &stdout, &stderr)
 	t.Log(stdout.String())
 	require.NoError(t, err, stderr.String())
 	require.Contains(t, stdout.String(), "chaos: 1 rounds, ")
 	require.Contains(t, stdout.String(), ", lost 0, doubled 0 ")
+	require.Contains(t, stdout.String(), "postgres-restore 1", "the round restores Postgres once")
 }
 
 // cannotRun skips t for a missing program, or fails it under CI=true: a

@@ -58,6 +58,9 @@ type Config struct {
 	// whose losses within Redis's documented window are reported apart;
 	// 0 never does.
 	EverysecEvery int
+	// RestoreEvery injects the postgres-restore fault once in every
+	// Nth round; 0 never does (nor does a run on Citus).
+	RestoreEvery int
 	// BinDir holds the api and processor binaries; empty builds them
 	// from this module with the go tool.
 	BinDir string
@@ -126,7 +129,12 @@ type Summary struct {
 	StatsdShort, DeadShort, Drops int64
 	// RunLetters are dead letters of drain runs that ran out of retries.
 	RunLetters int64
-	Elapsed    time.Duration
+	// Rewound are the entries the restores put back into the buffer,
+	// as a producer re-delivers what a restore lost; Rescopes the
+	// seen-cache scopes the drains started on finding the database
+	// behind the cache.
+	Rewound, Rescopes int64
+	Elapsed           time.Duration
 }
 
 // TotalFaults is the number of faults injected.
@@ -150,6 +158,9 @@ func (s Summary) Print(w io.Writer) {
 	if s.EverysecRounds > 0 {
 		fmt.Fprintf(w, "appendfsync everysec: %d rounds, %d acknowledged pairs lost within Redis's documented window (not counted above)\n",
 			s.EverysecRounds, s.EverysecLost)
+	}
+	if n := s.Faults[faultRestore]; n > 0 {
+		fmt.Fprintf(w, "postgres restores: %d, %d entries put back and drained again, %d seen-cache rescopes\n", n, s.Rewound, s.Rescopes)
 	}
 	if s.RunLetters > 0 {
 		fmt.Fprintf(w, "dead letters of runs out of retries: %d (their entries stayed buffered and were drained)\n", s.RunLetters)
@@ -245,6 +256,8 @@ func (s *Summary) add(res *roundResult) {
 	s.DeadShort += o.deadShort
 	s.Drops += max(o.drops, 0)
 	s.RunLetters += o.runLetters
+	s.Rewound += o.restored.rewound
+	s.Rescopes += o.rescopes
 }
 
 // start builds the binaries, writes the counters file and starts the

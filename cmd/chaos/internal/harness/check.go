@@ -5,6 +5,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/internal/failpoint"
+	"github.com/uumhq/uum/internal/rediskey"
 )
 
 // Statsd metrics the checks compare with Postgres.
@@ -53,6 +55,11 @@ type outcome struct {
 	// datagrams.
 	statsdShort, deadShort, drops int64
 	runLetters                    int64 // dead letters of failed runs (kind run)
+	// restored is what the round's restores undid and put back; rescopes
+	// the seen-cache scopes the drains started, having found the
+	// database behind the cache.
+	restored restored
+	rescopes int64
 }
 
 func (o *outcome) add(check string, lost, doubled int64, format string, args ...any) {
@@ -76,8 +83,10 @@ type checker struct {
 	db       querier // search_path is the round's schema
 	rdb      *redis.Client
 	keys     []string // the buffer shards' lists
+	prefix   string   // the round's key prefix
 	everysec bool
 	kills    []time.Time // Redis crashes of the round
+	restored restored    // the round's restores (postgres-restore)
 }
 
 // explainStatsd turns missing increments into a loss when no fault of
@@ -86,7 +95,7 @@ type checker struct {
 // mid-bisection leaves the first half committed, its increments unsent).
 // Without such faults the increments equal the rows exactly.
 func (o *outcome) explainStatsd(faults map[string]int) {
-	ambiguous := []string{faultKill, faultPostgres,
+	ambiguous := []string{faultKill, faultPostgres, faultRestore,
 		faultKillFailpoint + failpoint.AfterCommitBeforeStatsd, faultKillFailpoint + failpoint.MidBisection}
 	for _, kind := range ambiguous {
 		if faults[kind] > 0 {
@@ -113,18 +122,25 @@ func (c *checker) check(ctx context.Context, t *truth, agent *statsdAgent) (*out
 			return nil, err
 		}
 	}
+	rescopes, err := c.rescopes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o.restored, o.rescopes = c.restored, rescopes
 	rows, err := c.rowCount(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sent := agent.count(metricEvent, "")
+	// The increments of commits a restore undid were sent for rows the
+	// database no longer holds, and are sent again when drained again.
+	sent := agent.count(metricEvent, "") - c.restored.events
 	if sent > rows {
 		o.add("statsd", 0, sent-rows, "%d increments of %s for %d rows", sent, metricEvent, rows)
 	} else {
 		o.statsdShort = rows - sent
 	}
 	// Runs out of retries are counted in the same metric, tagged.
-	dead := agent.count(metricDeadLettered, "kind:run")
+	dead := agent.count(metricDeadLettered, "kind:run") - c.restored.dead
 	if n := int64(len(t.poison)); dead > n {
 		o.add("statsd", 0, dead-n, "%d increments of %s for %d poison entries", dead, metricDeadLettered, n)
 	} else {
@@ -132,6 +148,16 @@ func (c *checker) check(ctx context.Context, t *truth, agent *statsdAgent) (*out
 	}
 	o.drops = agent.drops()
 	return o, nil
+}
+
+// rescopes reads how many seen-cache scopes the drains started (the
+// pipeline metrics' count, kept in shard 0's totals).
+func (c *checker) rescopes(ctx context.Context) (int64, error) {
+	n, err := c.rdb.HGet(ctx, rediskey.MetricsTotals(c.prefix, 0), "seen_cache_rescopes").Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("read seen-cache rescopes: %w", err)
+	}
+	return n, nil
 }
 
 func (c *checker) buffer(ctx context.Context, _ *truth, o *outcome) error {

@@ -26,6 +26,7 @@ const (
 	faultRedisFreeze   = "redis-freeze"
 	faultAPI           = "api-kill"
 	faultPostgres      = "postgres-immediate"
+	faultRestore       = "postgres-restore"
 	faultKillFailpoint = "kill-failpoint:"
 	faultStopFailpoint = "stop-failpoint:"
 )
@@ -127,10 +128,16 @@ func (r *round) resume(p *proc, st *procState) {
 
 // inject injects faults from outside until until: kill -9 of a processor,
 // SIGSTOP of one past its lease, a Redis crash or freeze, kill -9 of the
-// api, a Postgres immediate stop.
+// api, a Postgres immediate stop; in every RestoreEvery-th round, once, at
+// a random moment, a restore of Postgres from a snapshot.
 func (r *round) inject(ctx context.Context, until time.Time) {
+	restoreAt, restore := r.restoreTime(until)
 	for time.Now().Before(until) && ctx.Err() == nil {
 		_ = sleep(ctx, r.rng.dur(200*time.Millisecond, 700*time.Millisecond))
+		if restore && !time.Now().Before(restoreAt) {
+			restore = r.restoreFault(ctx)
+			continue
+		}
 		// Server crashes are rarer: each takes the drain down for a while.
 		switch x := r.rng.IntN(100); {
 		case x < 45:
@@ -165,6 +172,27 @@ func (r *round) inject(ctx context.Context, until time.Time) {
 			}
 		}
 	}
+	if restore { // a slow fault (a Postgres restart) took the time
+		r.restoreFault(ctx)
+	}
+}
+
+// restoreFault injects a restore, and returns false: none is left due.
+func (r *round) restoreFault(ctx context.Context) bool {
+	if ctx.Err() == nil && r.restore(ctx) {
+		r.fault(faultRestore)
+	}
+	return false
+}
+
+// restoreTime returns when in the fault phase ending at until the round
+// restores Postgres, if it does.
+func (r *round) restoreTime(until time.Time) (time.Time, bool) {
+	every := r.h.cfg.RestoreEvery
+	if every <= 0 || r.n%every != 0 || r.h.pg == nil {
+		return time.Time{}, false
+	}
+	return time.Now().Add(r.rng.dur(0, time.Until(until)*3/4)), true
 }
 
 // restart starts a crashed server again, retrying a failed start a few

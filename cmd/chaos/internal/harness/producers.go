@@ -50,18 +50,28 @@ func (r *round) buffer(ctx context.Context) error {
 // anyway, and pushing a pair twice changes nothing.
 func (r *round) produce(ctx context.Context) {
 	for r.faulting.Load() && ctx.Err() == nil {
-		user, names := r.gen.pairs()
-		for {
-			if err := r.push.events(ctx, user, names); err == nil {
-				r.truth.events(user, names, time.Now())
-				r.live.Add(1)
-				break
-			}
-			if sleep(ctx, 100*time.Millisecond) != nil {
-				return
-			}
+		if !r.produceOne(ctx) {
+			return
 		}
 		_ = sleep(ctx, r.rng.dur(10*time.Millisecond, 40*time.Millisecond))
+	}
+}
+
+// produceOne pushes one POST /v1/events until acknowledged, unless a
+// restore holds the pushes (pushGate); false if ctx ended first.
+func (r *round) produceOne(ctx context.Context) bool {
+	r.pushGate.RLock()
+	defer r.pushGate.RUnlock()
+	user, names := r.gen.pairs()
+	for {
+		if err := r.push.events(ctx, user, names); err == nil {
+			r.truth.events(user, names, time.Now())
+			r.live.Add(1)
+			return true
+		}
+		if sleep(ctx, 100*time.Millisecond) != nil {
+			return false
+		}
 	}
 }
 

@@ -71,6 +71,10 @@ type round struct {
 	procs  map[*proc]*procState // running processors
 	errs   []error              // harness trouble during the faults
 
+	// pushGate holds the pushes while a restore runs (write-locked).
+	pushGate sync.RWMutex
+	restored restored // guarded by mu
+
 	faulting atomic.Bool
 	stop     chan struct{}  // closed when the drainers are to stop
 	faultWG  sync.WaitGroup // the pushes and -once runs of the fault phase
@@ -97,7 +101,7 @@ func newRound(h *harness, n int) (*round, error) {
 	rng := &lockedRand{r: rand.New(rand.NewPCG(h.cfg.Seed, uint64(n)))}
 	r := &round{
 		h: h, n: n, rng: rng,
-		drainers: []int{2, 4}[n%2],
+		drainers: []int{4, 2}[n%2],
 		shards:   []int{1, 1, 4}[rng.IntN(3)],
 		drainAt:  1 + rng.IntN(2),
 		batch:    []int{20, 50, 100}[rng.IntN(3)],
@@ -109,6 +113,12 @@ func newRound(h *harness, n int) (*round, error) {
 		faults:   map[string]int{},
 		procs:    map[*proc]*procState{},
 		stop:     make(chan struct{}),
+	}
+	if n%2 == 1 {
+		// Odd rounds run 2 processors over 4 shards, drained 2 at once
+		// or not: shards of one processor commit while the other's
+		// prepare, and shard 0 takes every tracked event.
+		r.shards = 4
 	}
 	if e := h.cfg.EverysecEvery; e > 0 && n%e == 0 {
 		r.fsync = FsyncEverysec
@@ -302,7 +312,8 @@ func (r *round) check(ctx context.Context, faultStart time.Time) (*outcome, erro
 		return nil, fmt.Errorf("connect to check: %w", err)
 	}
 	defer db.Close(context.WithoutCancel(ctx))
-	c := &checker{db: db, rdb: r.h.rdb, keys: r.push.keys, everysec: r.fsync == FsyncEverysec, kills: r.h.redis.kills(faultStart)}
+	c := &checker{db: db, rdb: r.h.rdb, keys: r.push.keys, prefix: r.prefix, everysec: r.fsync == FsyncEverysec, kills: r.h.redis.kills(faultStart),
+		restored: r.restored}
 	o, err := c.check(ctx, r.truth, r.agent)
 	if err != nil {
 		return nil, fmt.Errorf("check round %d: %w", r.n, err)
@@ -325,6 +336,9 @@ func (r *round) summary(res *roundResult) string {
 	fmt.Fprintf(&b, "round %d: %d drainers, %d shards (%d at once), batch %d, appendfsync %s, %d entries (%d poison, %d tracked) + %d live pushes; %d faults; lost %d, doubled %d",
 		r.n, r.drainers, r.shards, r.drainAt, r.batch, r.fsync, r.entries.Load(), r.poison.Load(), r.tracked.Load(), r.live.Load(),
 		total(res.faults), lost, doubled)
+	if o := res.outcome; o.restored.rewound > 0 || o.rescopes > 0 {
+		fmt.Fprintf(&b, "; restore: %d entries put back, %d seen-cache rescopes", o.restored.rewound, o.rescopes)
+	}
 	if o := res.outcome; o.statsdShort > 0 || o.everysecLost > 0 {
 		fmt.Fprintf(&b, "; statsd short %d (ambiguous commits)", o.statsdShort)
 		if o.everysecLost > 0 {

@@ -100,6 +100,13 @@ func (g *generator) uuid() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// newUser returns a user never pushed before, whom later pushes may pick.
+func (g *generator) newUser() string {
+	u := g.uuid()
+	g.users = append(g.users, u)
+	return u
+}
+
 // pairs returns one POST /v1/events: a user and 1-4 distinct names.
 func (g *generator) pairs() (string, []string) {
 	user := g.users[g.rng.IntN(len(g.users))]
