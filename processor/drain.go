@@ -36,6 +36,10 @@ const (
 	MetricEventsAtRisk    = "uum.processor_job.events_at_risk"
 	MetricDeadLettered    = "uum.processor_job.dead_lettered"
 	MetricNamesOverLimit  = "uum.processor_job.names_over_limit"
+	// The drain's capacity, per run (report.go gaugeCapacity).
+	MetricRunCap     = "uum.processor_job.run_cap"
+	MetricSaturation = "uum.processor_job.saturation"
+	MetricCapacity   = "uum.processor_job.capacity_entries_per_second"
 )
 
 // commitTimeout bounds one batch's transaction, which runs to the end
@@ -245,10 +249,12 @@ func (d *Drainer) drain(ctx context.Context) (Summary, error) {
 			"iterations", sum.Iterations, "total_events_processed", sum.EventsProcessed)
 		err = nil
 	}
-	sum.DurationMS = time.Since(start).Milliseconds()
+	took := time.Since(start)
+	sum.DurationMS = took.Milliseconds()
 	if err != nil {
 		return sum, d.fail(ctx, sum, err)
 	}
+	d.gaugeCapacity(sum, took)
 	if sum.Iterations > 0 {
 		// Bounded on its own: on a shutdown ctx is already cancelled.
 		rctx, cancel := detach(ctx, finishTimeout)

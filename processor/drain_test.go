@@ -362,6 +362,33 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Contains(t, b.logs.String(), "drain finished")
 	})
 
+	t.Run("GaugesCapacityAndSaturation", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		b.cfg.BatchSize, b.cfg.MaxIterations = 2, 3 // a run drains 6 at most
+		b.pushEvents(t, pairs(users(4), "a", "b")...)
+
+		sum := b.drain(t)
+		require.Equal(t, 6, sum.EventsProcessed)
+		ms := b.stats.Metrics(t)
+		require.Equal(t, 6.0, statsdtest.Sum(ms, processor.MetricRunCap))
+		require.Equal(t, 1.0, statsdtest.Sum(ms, processor.MetricSaturation), "a full run")
+		capacity := statsdtest.Find(ms, processor.MetricCapacity)
+		require.Len(t, capacity, 1)
+		require.Positive(t, capacity[0].Value)
+
+		b.drain(t)
+		ms = b.stats.Metrics(t)
+		require.InDelta(t, 2.0/6, statsdtest.Sum(ms, processor.MetricSaturation), 1e-9, "the two left")
+
+		sum = b.drain(t)
+		require.Zero(t, sum.Iterations)
+		ms = b.stats.Metrics(t)
+		require.Len(t, statsdtest.Find(ms, processor.MetricSaturation), 1, "an empty run sends it too")
+		require.Zero(t, statsdtest.Sum(ms, processor.MetricSaturation))
+		require.Empty(t, statsdtest.Find(ms, processor.MetricCapacity), "no rate without entries")
+	})
+
 	t.Run("DedupesWithinBatchFirstOccurrenceWins", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
@@ -442,12 +469,19 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Empty(t, b.pending(t))
 	})
 
-	t.Run("EmptyQueueEmitsNoGauges", func(t *testing.T) {
+	t.Run("EmptyQueueEmitsNoRunGauges", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
 		sum := b.drain(t)
 		require.Equal(t, processor.Summary{DurationMS: sum.DurationMS}, sum)
-		require.Empty(t, b.stats.Metrics(t))
+		// Only the saturation, now 0, and the cap it is a share of.
+		ms := b.stats.Metrics(t)
+		var names []string
+		for _, m := range ms {
+			names = append(names, m.Name)
+		}
+		require.ElementsMatch(t, []string{processor.MetricRunCap, processor.MetricSaturation}, names)
+		require.Zero(t, statsdtest.Sum(ms, processor.MetricSaturation))
 		require.NotContains(t, b.logs.String(), "drain finished")
 	})
 

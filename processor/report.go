@@ -62,6 +62,25 @@ func (d *Drainer) report(ctx context.Context, sum *Summary) {
 		"dead_lettered", sum.DeadLettered, "queue_depth", sum.QueueDepth, "job_duration_ms", sum.DurationMS)
 }
 
+// gaugeCapacity sends what a run that ran says of the drain's capacity
+// (as health.NewCapacity computes it for GET /v1/status): its cap,
+// UUM_BATCH_SIZE x UUM_MAX_ITERATIONS; its saturation, the share of the
+// cap it drained (0..1: near 1 the runs are full, and the buffer empties
+// only while the load stays below the capacity); and, when it drained
+// anything, the entries per second it drained at. Empty runs send them
+// too, so the saturation falls to 0 once the buffer is empty.
+func (d *Drainer) gaugeCapacity(sum Summary, took time.Duration) {
+	runCap := d.cfg.BatchSize * d.cfg.MaxIterations
+	if runCap <= 0 {
+		return
+	}
+	_ = d.stats.Gauge(MetricRunCap, float64(runCap), nil, 1)
+	_ = d.stats.Gauge(MetricSaturation, min(float64(sum.EventsProcessed)/float64(runCap), 1), nil, 1)
+	if sum.EventsProcessed > 0 && took > 0 {
+		_ = d.stats.Gauge(MetricCapacity, float64(sum.EventsProcessed)/took.Seconds(), nil, 1)
+	}
+}
+
 // measureDepth sets the summary's QueueDepth and Backlog from the buffer's
 // length now.
 func (d *Drainer) measureDepth(ctx context.Context, sum *Summary) {

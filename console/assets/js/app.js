@@ -9,8 +9,9 @@ import * as users from './users.js';
 import * as active from './active.js';
 import * as counters from './counters.js';
 import * as deadLetters from './deadletters.js';
+import * as audit from './audit.js';
 
-const pages = { overview, active, users, counters, 'dead-letters': deadLetters };
+const pages = { overview, active, users, counters, 'dead-letters': deadLetters, audit };
 let unmount = null;
 
 function showSignin(message) {

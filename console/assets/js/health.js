@@ -1,17 +1,20 @@
 // The pipeline's health verdict on the Overview (GET /v1/status's health
-// and capacity), and the admin's "Drain now" (POST /v1/drain). The
+// and capacity), what operators paused, and the admin's "Drain now"
+// (POST /v1/drain) and pause and resume buttons (pause.js). The
 // "Live" dot tells the console's connection; this card tells the
 // pipeline's health.
 import { api, session } from './api.js';
 import { h, clear } from './dom.js';
 import { confirm, toast } from './ui.js';
+import { pauseControls } from './pause.js';
 import * as fmt from './fmt.js';
 
 const LABELS = { healthy: 'Healthy', degraded: 'Degraded', failing: 'Failing' };
 
 // healthCard returns the card and its render(status) and, for an admin
-// token only, a "Drain now" button; onDrained is called after a drain
-// was enqueued, to refresh the page.
+// token only, a "Drain now" button and the pause buttons; onDrained is
+// called after a drain was enqueued or a pause switched, to refresh the
+// page.
 export function healthCard(onDrained) {
   const verdict = h('span', { class: 'health-status', dataset: { metric: 'health' }, text: '–' });
   const reasons = h('ul', { class: 'health-reasons' });
@@ -19,9 +22,10 @@ export function healthCard(onDrained) {
   const drain = session.can('admin')
     ? h('button', { type: 'button', class: 'btn btn-primary', id: 'drain-now', onclick: () => drainNow(onDrained) }, 'Drain now')
     : null;
+  const pauses = pauseControls(onDrained);
   const el = h('section', { class: 'card health-card', dataset: { tile: 'health' } },
     h('div', { class: 'tile-head' }, h('h2', { class: 'card-title', text: 'Pipeline health' }), verdict, drain),
-    reasons, capacity);
+    reasons, capacity, pauses.el);
 
   function render(st) {
     const v = st.health;
@@ -33,6 +37,7 @@ export function healthCard(onDrained) {
         h('span', { class: `flag flag-${r.status === 'failing' ? 'danger' : 'warn'}`, text: r.code }), ' ', r.message))
       : [h('li', { class: 'muted', text: 'The processors schedule runs and keep up; nothing needs attention.' })]));
     clear(capacity, capacityText(st.capacity));
+    pauses.render(st.paused);
   }
   return { el, render };
 }
