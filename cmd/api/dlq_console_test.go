@@ -19,7 +19,7 @@ func TestDeadLetterTriageInBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := chromiumPath(t)
 	b := setup(t)
-	b.Env["UUM_API_TOKENS"] += ",admin:" + adminToken
+	b.Env["UUM_API_TOKENS"] += ",triage=admin:" + adminToken
 	b.Env["UUM_EVENT_NAMES"] = "page_viewed,signup"
 	f := seedTriage(t, b)
 	s := b.start(t)
@@ -99,5 +99,31 @@ func TestDeadLetterTriageInBrowser(t *testing.T) {
 		require.Contains(t, said, "status of 422 (Unprocessable Entity)", "console errors")
 		require.Contains(t, said, fmt.Sprintf("/v1/dlq/%d/edit", id), "console errors")
 	}
+
+	// The audit log has the correction under the token's name, on its
+	// page too; the refused one is not an action.
+	var audit struct {
+		Actions []struct {
+			Actor   string          `json:"actor"`
+			Action  string          `json:"action"`
+			Entries int64           `json:"entries"`
+			Params  json.RawMessage `json:"params"`
+		} `json:"actions"`
+	}
+	code, body = b.do(t, http.MethodGet, s.base+"/v1/audit", readToken, "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, json.Unmarshal([]byte(body), &audit))
+	require.Len(t, audit.Actions, 1)
+	require.Equal(t, "triage", audit.Actions[0].Actor)
+	require.Equal(t, "dlq.edit", audit.Actions[0].Action)
+	require.EqualValues(t, 1, audit.Actions[0].Entries)
+	require.JSONEq(t, fmt.Sprintf(`{"id":%d}`, id), string(audit.Actions[0].Params))
+	page := br.open(t)
+	page.signIn(t, s.base, readToken)
+	page.eval(t, `location.hash = '#/audit'`)
+	page.waitFor(t, `document.querySelectorAll('#audit-list tr[data-audit-id]').length === 1`)
+	require.Equal(t, "dlq.edit triage 1", page.text(t, ``, `(() => { const r = document.querySelector('#audit-list tr[data-audit-id]');
+		return [r.dataset.action, r.querySelector('[data-actor]').dataset.actor, r.querySelector('[data-entries]').dataset.entries].join(' '); })()`))
+	page.requireClean(t, s.base)
 	requireNoTokens(t, b)
 }
