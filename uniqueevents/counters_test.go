@@ -63,6 +63,16 @@ func TestCounterReadsRefuseBadInput(t *testing.T) {
 	// Good input reaches the store, which this client lacks.
 	_, err = client.Window(ctx, "w", "org-a", 168*time.Hour)
 	require.ErrorContains(t, err, "need a store")
+	// The processor's UUM_WINDOW_RETENTION, passed on, moves the bound.
+	longer, err := uniqueevents.New(config.Events{}, nil, nil, nil, nil, nil,
+		uniqueevents.WithWindowRetention(240*time.Hour))
+	require.NoError(t, err)
+	_, err = longer.Window(ctx, "w", "org-a", 240*time.Hour)
+	require.ErrorContains(t, err, "need a store")
+	_, err = longer.Window(ctx, "w", "org-a", 241*time.Hour)
+	ve, ok := errors.AsType[*uum.ValidationError](err)
+	require.True(t, ok, "a *uum.ValidationError")
+	require.Equal(t, "span", ve.Field)
 	var nilClient *uniqueevents.Client
 	_, err = nilClient.Counter(ctx, "c", nil)
 	require.ErrorIs(t, err, uniqueevents.ErrNoDefault)

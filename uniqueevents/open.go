@@ -80,12 +80,11 @@ func Open(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Clien
 	closers = append(closers, pusher.Close)
 
 	c, err := New(cfg.Events, pusher, nil, nil, stats, logger, WithReportZone(cfg.Active.Location()),
-		WithIngestSwitch(pause.New(rdb, cfg.Redis.KeyPrefix)))
+		WithIngestSwitch(pause.New(rdb, cfg.Redis.KeyPrefix)), WithWindowRetention(cfg.Counters.WindowRetention))
 	if err != nil {
 		return nil, err
 	}
 	c.closers = closers
-	c.windowRetention = cfg.Counters.WindowRetention
 	c.reads = &readSide{cfg: cfg, rdb: rdb, stats: stats, logger: logger}
 	return c, nil
 }

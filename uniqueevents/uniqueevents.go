@@ -224,6 +224,19 @@ func WithReportZone(zone *time.Location) ClientOption {
 	}
 }
 
+// WithWindowRetention bounds Window's span by the processor's retention
+// of minute buckets (UUM_WINDOW_RETENTION, config.Counters.WindowRetention),
+// 168h unless set: a longer span would sum buckets already deleted and
+// under-count. It must be the processor's setting; Open sets it from its
+// config. Zero or less keeps the default.
+func WithWindowRetention(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.windowRetention = d
+		}
+	}
+}
+
 // newReaders returns what reads ask, nil without a store: the cache alone
 // cannot answer.
 func newReaders(db Store, seen Cache) *readers {

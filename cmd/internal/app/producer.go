@@ -26,5 +26,6 @@ func (a *App) Producer() (*uniqueevents.Client, error) {
 	a.closers = append(a.closers, func() { _ = rdb.Close() }, pusher.Close)
 	return uniqueevents.New(a.Config.Events, pusher, a.Seen, a.Store, a.Stats, a.logger,
 		uniqueevents.WithReportZone(a.Config.Active.Location()), // the drain's days
-		uniqueevents.WithIngestSwitch(a.Pauses))
+		uniqueevents.WithIngestSwitch(a.Pauses),
+		uniqueevents.WithWindowRetention(a.Config.Counters.WindowRetention))
 }
