@@ -201,6 +201,7 @@ var queryParams = map[string][]string{
 	"GET /v1/dlq/groups":             slices.Concat(dlqFilterParams, []string{"by", "limit"}),
 	"POST /v1/dlq/delete":            slices.Concat(dlqFilterParams, []string{"dry_run", "all"}),
 	routeAudit:                       auditParams,
+	routeHistory:                     {"range"},
 }
 
 // checkQuery answers 400 and returns false if r's query has a parameter

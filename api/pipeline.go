@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/uumhq/uum/buffer"
@@ -20,6 +22,8 @@ type PipelineReader interface {
 	LastNonEmptyRun(ctx context.Context) (*pipemetrics.Run, error)
 	LastReconciliation(ctx context.Context) (*pipemetrics.Reconciliation, error)
 	History(ctx context.Context) ([]pipemetrics.Point, error)
+	// Periods returns every minute or hour of r, the current one last.
+	Periods(ctx context.Context, r pipemetrics.Range) ([]pipemetrics.Period, error)
 	// ShardStates returns every buffer shard's depth, lag and last runs,
 	// the shards left over after lowering UUM_BUFFER_SHARDS included.
 	ShardStates(ctx context.Context) ([]pipemetrics.ShardState, error)
@@ -53,8 +57,9 @@ type statusRoutes struct {
 }
 
 // WithStatus serves GET /v1/status (the drain lease, the last runs, the
-// next scheduled one, the last reconciliation) and GET
-// /v1/metrics/history (the last hour, a point a minute), scope read.
+// next scheduled one, the last reconciliation), GET /v1/metrics/history
+// (the last hour, a point a minute) and GET /v1/history (a minute's
+// figures for a day, an hour's for 90 days), scope read.
 // leaseTTL is the drainers' UUM_DRAIN_LEASE_TTL, which tells a live lease
 // holder from one that stopped renewing.
 func WithStatus(p PipelineReader, lease LeaseReader, schedule DrainSchedule, leaseTTL time.Duration) Option {
@@ -69,7 +74,11 @@ func (s *server) addStatusRoutes() {
 	}
 	s.mux.Handle("GET /v1/status", s.require(scopeRead, s.getStatus))
 	s.mux.Handle("GET /v1/metrics/history", s.require(scopeRead, s.getHistory))
+	s.mux.Handle(routeHistory, s.require(scopeRead, s.getPeriods))
 }
+
+// routeHistory is the long history's route.
+const routeHistory = "GET /v1/history"
 
 // leaseBody describes a held drain lease.
 type leaseBody struct {
@@ -206,4 +215,43 @@ func (s *server) getHistory(w http.ResponseWriter, r *http.Request) {
 		points = []pipemetrics.Point{}
 	}
 	writeJSON(w, http.StatusOK, historyBody{Minutes: pipemetrics.HistoryMinutes, Points: points})
+}
+
+// periodsBody is GET /v1/history's answer.
+type periodsBody struct {
+	Range       string               `json:"range"`
+	StepSeconds int                  `json:"step_seconds"`
+	Points      []pipemetrics.Period `json:"points"`
+}
+
+// getPeriods serves GET /v1/history?range=: at most 2,160 points, the
+// 90-day range's hours.
+func (s *server) getPeriods(w http.ResponseWriter, r *http.Request) {
+	name := defaultHistoryRange
+	if q := r.URL.Query(); q.Has("range") {
+		name = q.Get("range")
+	}
+	rng, ok := pipemetrics.ParseRange(name)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid_request", "range",
+			"range must be one of "+rangeNames()+", got "+strconv.Quote(name))
+		return
+	}
+	points, err := s.status.pipeline.Periods(r.Context(), rng)
+	if err != nil {
+		s.unavailable(w, r, "pipeline history", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, periodsBody{Range: rng.Name, StepSeconds: int(rng.Step / time.Second), Points: points})
+}
+
+// defaultHistoryRange is the range of GET /v1/history without one.
+const defaultHistoryRange = "24h"
+
+func rangeNames() string {
+	names := make([]string, len(pipemetrics.Ranges))
+	for i, r := range pipemetrics.Ranges {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -202,6 +202,62 @@ func TestHistory(t *testing.T) {
 	require.Equal(t, time.Minute, got.Points[1].Minute.Sub(got.Points[0].Minute))
 }
 
+func TestLongHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupStatus(t, fakeSchedule{})
+	type body struct {
+		Range       string               `json:"range"`
+		StepSeconds int                  `json:"step_seconds"`
+		Points      []pipemetrics.Period `json:"points"`
+	}
+
+	// Entries drained this minute, and a run.
+	require.NoError(t, b.buf.Push(ctx, [][]byte{[]byte("a"), []byte("b"), []byte("c")}))
+	lease, err := b.buf.Acquire(ctx, time.Minute)
+	require.NoError(t, err)
+	now := time.Now()
+	require.NoError(t, lease.TrimTally(ctx, 3, buffer.Tally{Delivered: 2, Failed: 1, At: now}))
+	require.NoError(t, lease.Release(ctx))
+	require.NoError(t, b.m.RecordRun(ctx, pipemetrics.Run{StartedAt: now.Add(-1500 * time.Millisecond), FinishedAt: now, Drained: 3}))
+
+	for _, tt := range []struct {
+		query, name string
+		step, n     int
+	}{
+		{"", "24h", 60, 1440},
+		{"?range=1h", "1h", 60, 60},
+		{"?range=24h", "24h", 60, 1440},
+		{"?range=7d", "7d", 3600, 168},
+		{"?range=30d", "30d", 3600, 720},
+		{"?range=90d", "90d", 3600, 2160},
+	} {
+		rec := call(b.h, "GET", "/v1/history"+tt.query, readToken, "")
+		var got body
+		requireJSON(t, rec, http.StatusOK, &got)
+		require.Equal(t, tt.name, got.Range)
+		require.Equal(t, tt.step, got.StepSeconds)
+		require.Len(t, got.Points, tt.n, tt.query)
+		var drained, runs int64
+		for _, p := range got.Points {
+			drained += p.Drained
+			runs += p.Runs
+		}
+		require.Equal(t, int64(3), drained, "%s: the drained entries, once", tt.query)
+		require.Equal(t, int64(1), runs, tt.query)
+		require.Less(t, rec.Body.Len(), 1<<20, "%s: the answer is bounded", tt.query)
+		if tt.name == "90d" {
+			t.Logf("GET /v1/history?range=90d: %d bytes", rec.Body.Len())
+		}
+	}
+
+	requireError(t, call(b.h, "GET", "/v1/history?range=2h", readToken, ""), http.StatusBadRequest, "invalid_request", "range")
+	requireError(t, call(b.h, "GET", "/v1/history?range=", readToken, ""), http.StatusBadRequest, "invalid_request", "range")
+	requireError(t, call(b.h, "GET", "/v1/history?range=1h&range=7d", readToken, ""), http.StatusBadRequest, "invalid_request", "range")
+	requireError(t, call(b.h, "GET", "/v1/history?window=1h", readToken, ""), http.StatusBadRequest, "invalid_request", "window")
+	requireError(t, call(b.h, "GET", "/v1/history", ingestToken, ""), http.StatusForbidden, "forbidden", "")
+}
+
 func TestWhoami(t *testing.T) {
 	t.Parallel()
 	h := api.New(config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}, {Name: "alice", Scope: "admin", Value: adminToken}}},

@@ -387,14 +387,17 @@ return 1`)
 // second batch that was never committed. Only the token holder trims, so
 // a cursor ahead of ours by at most n is this very trim already applied:
 // the resend returns what the first call removed and removes nothing.
-// With KEYS[4] and KEYS[5] it also adds the removed entries to the
-// pipeline totals and per-second rate (see Tally), in the same step, so
-// each entry is counted exactly once, when it leaves the list; a resend
-// counts nothing again.
+// With KEYS[4] to KEYS[7] it also adds the removed entries to the
+// pipeline totals, the per-second rate and the counts of the minute and
+// the hour of the long history (see Tally), in the same step, so each
+// entry is counted exactly once, when it leaves the list; a resend counts
+// nothing again.
 // KEYS[1] lease key, KEYS[2] list key, KEYS[3] cursor key, optional
-// KEYS[4] totals, KEYS[5] rate; ARGV[1] token, ARGV[2] n, ARGV[3] epoch,
-// ARGV[4] trimmed count we expect, with the tally ARGV[5] delivered,
-// ARGV[6] failed, ARGV[7] now in unix ms, ARGV[8] now in unix seconds.
+// KEYS[4] totals, KEYS[5] rate, KEYS[6] minute counts, KEYS[7] hour
+// counts; ARGV[1] token, ARGV[2] n, ARGV[3] epoch, ARGV[4] trimmed count
+// we expect, with the tally ARGV[5] delivered, ARGV[6] failed, ARGV[7]
+// now in unix ms, ARGV[8] now in unix seconds, ARGV[9] and ARGV[10] the
+// minute's and the hour's TTL in seconds.
 // Returns the number removed, -1 if the fence failed, -2 if the cursor is
 // not ours (lost with Redis's data, or moved): nothing is removed then.
 var trimScript = redis.NewScript(`
@@ -427,6 +430,12 @@ if n > 0 and KEYS[5] then
 	for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
 		if tonumber(f) < sec - 120 then redis.call('HDEL', KEYS[5], f) end
 	end
+	for i = 6, 7 do
+		redis.call('HINCRBY', KEYS[i], 'drained', n)
+		redis.call('HINCRBY', KEYS[i], 'delivered', ARGV[5])
+		redis.call('HINCRBY', KEYS[i], 'failed', ARGV[6])
+		redis.call('EXPIRE', KEYS[i], ARGV[i + 3])
+	end
 end
 return n`)
 
@@ -458,8 +467,12 @@ func (le *Lease) trim(ctx context.Context, n int, tally *Tally) error {
 	keys := []string{le.list.leaseKey, le.list.key, le.list.cursorKey}
 	args := []any{le.token, n, le.tail.Epoch, le.tail.Offset}
 	if tally != nil {
-		keys = append(keys, rediskey.MetricsTotals(le.list.prefix, le.list.shard), rediskey.MetricsRate(le.list.prefix, le.list.shard))
-		args = append(args, tally.Delivered, tally.Failed, tally.At.UnixMilli(), tally.At.Unix())
+		minute, hour := rediskey.PeriodKeys(tally.At)
+		p, shard := le.list.prefix, le.list.shard
+		keys = append(keys, rediskey.MetricsTotals(p, shard), rediskey.MetricsRate(p, shard),
+			rediskey.MetricsPeriodCounts(p, shard, 'm', minute), rediskey.MetricsPeriodCounts(p, shard, 'h', hour))
+		args = append(args, tally.Delivered, tally.Failed, tally.At.UnixMilli(), tally.At.Unix(),
+			int64(rediskey.MinutePeriodTTL/time.Second), int64(rediskey.HourPeriodTTL/time.Second))
 	}
 	removed, err := trimScript.Run(ctx, le.list.rdb, keys, args...).Int()
 	if err != nil {

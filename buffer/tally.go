@@ -6,9 +6,9 @@ import (
 )
 
 // Tally is what a trim adds to the pipeline totals (the
-// <prefix>metrics:{buffer:N}:totals and :rate hashes): of the entries it
-// removes, how many were committed as events and how many dead-lettered,
-// and when.
+// <prefix>metrics:{buffer:N}:totals and :rate hashes, and the counts of
+// At's minute and hour in the long history): of the entries it removes,
+// how many were committed as events and how many dead-lettered, and when.
 type Tally struct {
 	Delivered int
 	Failed    int

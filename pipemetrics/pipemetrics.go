@@ -45,8 +45,10 @@ const (
 	RateWindow = 60 * time.Second
 )
 
-// latencyTTL keeps a minute's sketch just past the window.
-const latencyTTL = Window + 2*time.Minute
+// latencyTTL keeps a minute's sketch past the window and past its hour:
+// the sampler merges an hour's minutes into the hour's percentiles
+// (RecordPeriod).
+const latencyTTL = time.Hour + 2*time.Minute
 
 // LatencyBuckets are the upper bounds, in seconds, of the buckets of the
 // buffered-to-committed latency histogram that Prometheus reads

@@ -45,7 +45,7 @@ type testBundle struct {
 	now    time.Time
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	rdb, prefix := redistest.Real(t)
 	b := &testBundle{rdb: rdb, prefix: prefix, buf: buffer.New(rdb, prefix, 0), dlq: &fakeDLQ{}, now: time.Now()}
@@ -58,16 +58,7 @@ func setup(t *testing.T) *testBundle {
 // dead-lettered, at at.
 func (b *testBundle) trim(t *testing.T, n, failed int, at time.Time) {
 	t.Helper()
-	ctx := context.Background()
-	entries := make([][]byte, n)
-	for i := range entries {
-		entries[i] = []byte("x")
-	}
-	require.NoError(t, b.buf.Push(ctx, entries))
-	lease, err := b.buf.Acquire(ctx, time.Minute)
-	require.NoError(t, err)
-	require.NoError(t, lease.TrimTally(ctx, n, buffer.Tally{Delivered: n - failed, Failed: failed, At: at}))
-	require.NoError(t, lease.Release(ctx))
+	b.trimShard(t, 0, n, failed, at)
 }
 
 func TestSnapshot(t *testing.T) {

@@ -51,8 +51,32 @@ type ShardRuns struct {
 	shard int
 }
 
+// recordRunScript stores a run as its shard's last run (and last
+// non-empty run), and adds it to the run counts of the minute and the hour
+// it finished in. A run equal to the last one stored is a resend of it,
+// whose reply the client lost: it changes nothing, so the counts add each
+// run once. KEYS[1] last run, KEYS[2] last non-empty run, KEYS[3] minute
+// counts, KEYS[4] hour counts; ARGV[1] the run's JSON, ARGV[2] 1 when it
+// drained anything, ARGV[3] its duration in ms, ARGV[4] and ARGV[5] the
+// minute's and the hour's TTL in seconds. Returns 1, or 0 for a resend.
+var recordRunScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+if ARGV[2] == '1' then redis.call('SET', KEYS[2], ARGV[1]) end
+local ms = tonumber(ARGV[3])
+for i = 3, 4 do
+	redis.call('HINCRBY', KEYS[i], 'runs', 1)
+	redis.call('HINCRBY', KEYS[i], 'run_ms', ms)
+	if ms > tonumber(redis.call('HGET', KEYS[i], 'run_ms_max') or '-1') then
+		redis.call('HSET', KEYS[i], 'run_ms_max', ms)
+	end
+	redis.call('EXPIRE', KEYS[i], ARGV[i + 1])
+end
+return 1`)
+
 // RecordRun stores r as the shard's last run, replacing the one before,
-// and as its last non-empty run too when it drained anything. A shard's
+// and as its last non-empty run too when it drained anything, and adds it
+// to the runs of the history's minute and hour it finished in. A shard's
 // runs exclude each other through its lease, so the last stored is the
 // last finished.
 func (s ShardRuns) RecordRun(ctx context.Context, r Run) error {
@@ -60,13 +84,17 @@ func (s ShardRuns) RecordRun(ctx context.Context, r Run) error {
 	if err != nil {
 		return fmt.Errorf("record drain run: %w", err)
 	}
-	_, err = s.m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, rediskey.MetricsLastRun(s.m.prefix, s.shard), b, 0)
-		if r.Drained > 0 {
-			p.Set(ctx, rediskey.MetricsLastNonEmptyRun(s.m.prefix, s.shard), b, 0)
-		}
-		return nil
-	})
+	p, shard := s.m.prefix, s.shard
+	minute, hour := rediskey.PeriodKeys(r.FinishedAt)
+	keys := []string{rediskey.MetricsLastRun(p, shard), rediskey.MetricsLastNonEmptyRun(p, shard),
+		rediskey.MetricsPeriodCounts(p, shard, 'm', minute), rediskey.MetricsPeriodCounts(p, shard, 'h', hour)}
+	nonEmpty := 0
+	if r.Drained > 0 {
+		nonEmpty = 1
+	}
+	ms := max(r.FinishedAt.Sub(r.StartedAt).Milliseconds(), 0)
+	err = recordRunScript.Run(ctx, s.m.rdb, keys, b, nonEmpty, ms,
+		int64(rediskey.MinutePeriodTTL/time.Second), int64(rediskey.HourPeriodTTL/time.Second)).Err()
 	if err != nil {
 		return fmt.Errorf("record drain run: %w", err)
 	}

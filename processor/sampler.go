@@ -12,13 +12,16 @@ import (
 )
 
 // HistoryRecorder reads the pipeline's state and keeps its per-minute
-// history; *pipemetrics.Metrics satisfies it. Each method returns an
-// error when Redis or Postgres cannot be read or written.
+// history of the last hour and its long history (a minute's figures for
+// a day, an hour's for 90 days); *pipemetrics.Metrics satisfies it. Each
+// method returns an error when Redis or Postgres cannot be read or
+// written.
 type HistoryRecorder interface {
 	Snapshot(ctx context.Context) (pipemetrics.Snapshot, error)
 	// LastReconciliation returns nil before the first.
 	LastReconciliation(ctx context.Context) (*pipemetrics.Reconciliation, error)
 	RecordPoint(ctx context.Context, p pipemetrics.Point) error
+	RecordPeriod(ctx context.Context, at time.Time, s pipemetrics.Snapshot) error
 }
 
 // LeaseReader reads the drain lease; *buffer.List satisfies it. Holder
@@ -69,7 +72,11 @@ func (s *Sampler) Sample(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sample pipeline: %w", err)
 	}
-	p := pipemetrics.NewPoint(s.now(), snap)
+	now := s.now()
+	if err := s.metrics.RecordPeriod(ctx, now, snap); err != nil {
+		return fmt.Errorf("sample pipeline: %w", err)
+	}
+	p := pipemetrics.NewPoint(now, snap)
 	h, err := s.lease.Holder(ctx)
 	if err != nil {
 		return fmt.Errorf("sample pipeline: %w", err)

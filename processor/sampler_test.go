@@ -46,6 +46,19 @@ func TestSampler(t *testing.T) {
 		require.NotNil(t, p.LeaseAgeSeconds)
 		require.GreaterOrEqual(t, *p.LeaseAgeSeconds, 0.0)
 		require.Equal(t, 2, *p.Drifted)
+
+		r, _ := pipemetrics.ParseRange("1h")
+		periods, err := m.Periods(ctx, r)
+		require.NoError(t, err)
+		require.Len(t, periods, 60)
+		// The last minute, or the one before when the clock just turned.
+		var depth int64
+		for _, p := range periods[len(periods)-2:] {
+			if p.QueueDepth != nil {
+				depth = max(depth, *p.QueueDepth)
+			}
+		}
+		require.Equal(t, int64(3), depth, "the long history's minute is sampled too")
 	})
 
 	t.Run("EveryMinuteUntilStopped", func(t *testing.T) {
@@ -91,6 +104,10 @@ func (f *fakeHistory) RecordPoint(_ context.Context, p pipemetrics.Point) error 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.points = append(f.points, p)
+	return nil
+}
+
+func (f *fakeHistory) RecordPeriod(context.Context, time.Time, pipemetrics.Snapshot) error {
 	return nil
 }
 

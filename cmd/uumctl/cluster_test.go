@@ -381,5 +381,19 @@ func TestClusterScripts(t *testing.T) {
 		points, err := m.History(ctx)
 		require.NoError(t, err)
 		require.Len(t, points, 1)
+
+		// The long history: a run on shard 5, a sample, the shards added up.
+		now := time.Now()
+		require.NoError(t, m.Runs(5).RecordRun(ctx, pipemetrics.Run{StartedAt: now.Add(-time.Second), FinishedAt: now}))
+		require.NoError(t, m.RecordPeriod(ctx, now, snap))
+		day, _ := pipemetrics.ParseRange("24h")
+		periods, err := m.Periods(ctx, day)
+		require.NoError(t, err)
+		var drained, runs int64
+		for _, p := range periods {
+			drained, runs = drained+p.Drained, runs+p.Runs
+		}
+		require.Equal(t, int64(8*2), drained, "every shard's trims, once")
+		require.Equal(t, int64(1), runs)
 	})
 }

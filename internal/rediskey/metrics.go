@@ -1,6 +1,9 @@
 package rediskey
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // The pipeline metrics keys start with <prefix>metrics:. The totals and
 // the rate of a shard carry the shard's {buffer:N} tag: the fenced trim
@@ -71,4 +74,40 @@ func MetricsLatencyHistogram(prefix string) string {
 // the latency histogram, which expires once no resend can come.
 func MetricsLatencyHistogramFlush(prefix, id string) string {
 	return prefix + "metrics:{latency_hist}:flush:" + id
+}
+
+// The long history (pipemetrics.Period) keeps one hash per minute of the
+// last day and per hour of the last 90 days, each expiring once it is out
+// of range, so its size is bounded by the clock whoever writes it. A
+// period is a resolution byte, 'm' (the epoch minute) or 'h' (the epoch
+// hour), and its number.
+
+// MetricsPeriodCounts returns the hash of a shard's counts in one period:
+// entries drained, delivered and dead-lettered (added by the fenced trim,
+// which carries the shard's {buffer:N} tag), the runs that finished in it
+// and their durations.
+func MetricsPeriodCounts(prefix string, shard int, res byte, n int64) string {
+	return prefix + "metrics:{buffer:" + strconv.Itoa(shard) + "}:period:" + string(res) + ":" + strconv.FormatInt(n, 10)
+}
+
+// MetricsPeriodGauges returns the hash of the pipeline's sampled gauges in
+// one period: the largest buffer depth and lag sampled, and the latency
+// percentiles. The {history} tag puts every period on one slot, so the
+// sampler updates a minute and its hour in one script.
+func MetricsPeriodGauges(prefix string, res byte, n int64) string {
+	return prefix + "metrics:{history}:" + string(res) + ":" + strconv.FormatInt(n, 10)
+}
+
+// Periods kept: a minute's hashes live a day and an hour's 90 days, each
+// a little longer so that the oldest period of a range is still whole
+// when it is read.
+const (
+	MinutePeriodTTL = 24*time.Hour + 5*time.Minute
+	HourPeriodTTL   = 90*24*time.Hour + 2*time.Hour
+)
+
+// PeriodKeys returns the epoch minute and epoch hour of t: the numbers of
+// its 'm' and 'h' periods.
+func PeriodKeys(t time.Time) (minute, hour int64) {
+	return t.Unix() / 60, t.Unix() / 3600
 }

@@ -17,6 +17,13 @@ func TestKeys(t *testing.T) {
 		require.Equal(t, "p:{buffer:3}:lease", rediskey.Lease("p:", 3))
 		require.Equal(t, "p:{buffer:3}:cursor", rediskey.Cursor("p:", 3))
 		require.Equal(t, "p:metrics:{buffer:3}:last_run", rediskey.MetricsLastRun("p:", 3))
+		require.Equal(t, "p:metrics:{buffer:3}:period:m:29000000", rediskey.MetricsPeriodCounts("p:", 3, 'm', 29000000))
+	})
+
+	t.Run("PeriodGaugesShareHashTag", func(t *testing.T) {
+		t.Parallel()
+		require.Equal(t, "p:metrics:{history}:m:29000000", rediskey.MetricsPeriodGauges("p:", 'm', 29000000))
+		require.Equal(t, "p:metrics:{history}:h:483333", rediskey.MetricsPeriodGauges("p:", 'h', 483333))
 	})
 
 	t.Run("LatencyHistogramAndFlushMarkersShareHashTag", func(t *testing.T) {
