@@ -215,9 +215,10 @@ type result struct {
 // commit takes, so that drainers (of other shards, or a resumed one and
 // the lease holder) can wait for each other but never deadlock:
 //
-//  1. the event-name dictionary (AdmitNames): under the name cap, an
-//     advisory lock taken only by commits with new names, then the names
-//     in name order;
+//  1. nothing for the name cap: the batch's new names were admitted
+//     before, in a transaction of their own (admitNames: the cap's
+//     advisory lock, then the names in name order), so no batch holds
+//     the cap's lock while it writes;
 //  2. the active users (AddActivity): the names it lacks, in name order,
 //     then the user dictionary's rows in UUID order, then the sets' delta
 //     rows, only ever inserted, so no other commit waits for them; then
@@ -247,16 +248,13 @@ func (d *Drainer) commitTx(ctx context.Context, b *batch, now time.Time) (result
 	tracked := b.trackedWrites()
 	acts := d.activity(b, now)
 	check := store.DrainCheck{Marks: marks(b.basis), Counters: d.fingerprint, Tracked: len(tracked) > 0}
-	if len(pairs) == 0 && len(acts) == 0 && len(b.dead) == 0 && len(b.newNames) == 0 && len(tracked) == 0 {
+	if len(pairs) == 0 && len(acts) == 0 && len(b.dead) == 0 && len(tracked) == 0 {
 		return result{}, d.db.CheckDrain(ctx, check)
 	}
 	var res result
 	err := d.db.InTx(ctx, func(tx pgx.Tx) error {
-		err := store.AdmitNames(ctx, tx, b.newNames, d.maxNames)
+		err := store.AddActivity(ctx, tx, acts)
 		if err != nil {
-			return err
-		}
-		if err = store.AddActivity(ctx, tx, acts); err != nil {
 			return err
 		}
 		if res.Inserted, err = store.InsertPairs(ctx, tx, pairs); err != nil {

@@ -6,21 +6,26 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/uumhq/uum/store"
 )
 
-// limitAndCommit applies the name cap to b and commits it. The commit
-// admits the new names again under a lock (store.AdmitNames): if another
-// drainer registered names since the cap read the dictionary, so that
-// they no longer all fit, it rolls back and the cap is applied again
-// against the names registered now. Each retry follows some other
-// drainer's registration, so there are at most as many as the cap.
+// limitAndCommit applies the name cap to b and commits it. The new names
+// are admitted again under a lock first (admitNames): if another drainer
+// registered names since the cap read the dictionary, so that they no
+// longer all fit, none is registered and the cap is applied again against
+// the names registered now. Each retry follows some other drainer's
+// registration, so there are at most as many as the cap.
 func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
 	for {
 		if err := d.limitNames(ctx, b); err != nil {
 			return step("names", err)
 		}
-		err := d.commit(ctx, b)
+		err := d.admitNames(ctx, b)
+		if err == nil {
+			err = d.commit(ctx, b)
+		}
 		switch {
 		case errors.Is(err, store.ErrNameLimit):
 			d.logger.DebugContext(ctx, "event names registered meanwhile: applying the limit again", "error", err)
@@ -37,6 +42,34 @@ func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
 		}
 		return step("commit", err)
 	}
+}
+
+// admitNames registers b's new names (those the cap admitted) in a
+// transaction of its own, committed before the batch's (store.AdmitNames,
+// bounded by commitTimeout like a commit), and clears them from b. In
+// the batch's transaction, the cap's lock was held to the batch's COMMIT:
+// every drainer starting at once finds the same names new, and each
+// waited for the whole commit of the one before (on Citus, whose commits
+// take seconds, a third of a 100,000-event drain; docs/scaling.md). Now
+// they wait for a few rows' transaction. A name is thus registered even
+// if the batch then fails: its retry finds it registered, as it would
+// once the batch committed. Only a name whose every entry the database
+// then refuses (dead-lettered) stays registered with no pair, where it
+// used to stay unregistered: rare, and within the cap all the same.
+func (d *Drainer) admitNames(ctx context.Context, b *batch) error {
+	if len(b.newNames) == 0 {
+		return nil
+	}
+	cctx, cancel := detach(ctx, commitTimeout)
+	defer cancel()
+	err := d.db.InTx(cctx, func(tx pgx.Tx) error {
+		return store.AdmitNames(cctx, tx, b.newNames, d.maxNames)
+	})
+	if err != nil {
+		return err
+	}
+	b.newNames = nil
+	return nil
 }
 
 // limitNames applies the cap on registered names: the batch's new names

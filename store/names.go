@@ -36,9 +36,10 @@ ON CONFLICT (name) DO NOTHING`
 // RegisterNames), or none of them, with ErrNameLimit, if they no longer
 // all fit. Drains admitting names take turns on a transaction-level
 // advisory lock, held until COMMIT, so that two drains can never both see
-// the same room; drains with no new names take no lock. It is a drain
-// commit's first step (see the lock order in processor's commitTx). One
-// round trip.
+// the same room; drains with no new names take no lock. The drain runs it
+// in a transaction of its own, committed before the batch's (processor's
+// admitNames), so that the lock is held for a few rows, not for a whole
+// batch's commit. One round trip.
 func AdmitNames(ctx context.Context, tx DBTX, names []string, max int) error {
 	if len(names) == 0 || max <= 0 {
 		return RegisterNames(ctx, tx, names)
