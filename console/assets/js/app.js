@@ -10,8 +10,9 @@ import * as active from './active.js';
 import * as counters from './counters.js';
 import * as deadLetters from './deadletters.js';
 import * as audit from './audit.js';
+import * as history from './history.js';
 
-const pages = { overview, active, users, counters, 'dead-letters': deadLetters, audit };
+const pages = { overview, active, users, counters, 'dead-letters': deadLetters, audit, history };
 let unmount = null;
 
 function showSignin(message) {

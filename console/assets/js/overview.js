@@ -9,15 +9,16 @@ import * as fmt from './fmt.js';
 
 const REFRESH_MS = 3000;
 
-// tile is a figure with its chart.
-function tile(title, key) {
+// tile is a figure with its chart; its title links to the page that
+// tells more (href).
+function tile(title, key, href) {
   const value = h('div', { class: 'tile-value', dataset: { metric: key }, text: '–' });
   const flag = h('span', { class: 'flag', hidden: true });
   const note = h('div', { class: 'tile-note muted' });
   const spark = h('div', { class: 'spark' });
   const el = h('section', { class: 'card tile', dataset: { tile: key } },
-    h('div', { class: 'tile-head' }, h('h2', { class: 'card-title', text: title }), flag),
-    value, note, spark, h('div', { class: 'spark-caption muted', text: 'last hour' }));
+    h('div', { class: 'tile-head' }, h('h2', { class: 'card-title' }, h('a', { class: 'card-link', href, text: title })), flag),
+    value, note, spark, h('a', { class: 'spark-caption muted', href: '#/history', text: 'last hour · history' }));
   return { el, value, note, spark, flag };
 }
 
@@ -70,14 +71,14 @@ function series(m, f) {
 export function mount(el) {
   const live = h('span', { class: 'live' }, h('span', { class: 'dot' }), h('span', { class: 'live-text', text: 'Loading…' }));
   const t = {
-    depth: tile('Queue depth', 'queue_depth'),
-    lag: tile('Queue lag', 'queue_lag_seconds'),
-    rate: tile('Processing rate', 'processing_rate'),
-    latency: tile('Buffered → committed latency', 'latency'),
-    dlq: tile('Dead letters', 'dlq_count'),
-    lease: tile('Drain lease', 'lease'),
-    runs: tile('Drain runs', 'last_nonempty_run'),
-    drift: tile('Reconciliation drift', 'drifted'),
+    depth: tile('Queue depth', 'queue_depth', '#/history'),
+    lag: tile('Queue lag', 'queue_lag_seconds', '#/history'),
+    rate: tile('Processing rate', 'processing_rate', '#/history'),
+    latency: tile('Buffered → committed latency', 'latency', '#/history'),
+    dlq: tile('Dead letters', 'dlq_count', '#/dead-letters'),
+    lease: tile('Drain lease', 'lease', '#/history'),
+    runs: tile('Drain runs', 'last_nonempty_run', '#/history'),
+    drift: tile('Reconciliation drift', 'drifted', '#/users'),
   };
   t.latency.value.classList.add('pcts');
   const err = h('div');
