@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/testkit/cpuclock"
@@ -32,7 +34,7 @@ import (
 func BenchmarkDrain(b *testing.B) {
 	for _, seenPct := range []int{0, 90} {
 		b.Run(fmt.Sprintf("Seen%d", seenPct), func(b *testing.B) {
-			benchmarkDrain(b, seenPct, 100_000, 0)
+			benchmarkDrain(b, seenPct, 50, 100_000, 0)
 		})
 	}
 }
@@ -54,33 +56,47 @@ func BenchmarkDrainBigTable(b *testing.B) {
 			b.Fatalf("UUM_BENCH_TABLE_ROWS: must be a list of non-negative integers, got %q", sizes)
 		}
 		b.Run(fmt.Sprintf("Rows=%d", rows), func(b *testing.B) {
-			benchmarkDrain(b, 0, 100_000, rows)
+			benchmarkDrain(b, 0, 0, 100_000, rows)
 		})
 	}
 }
 
 // BenchmarkDrainActiveUsers is BenchmarkDrain with and without the
 // active-user sets, at 0, 50 and 90 % of pairs counted before, in runs
-// that alternate (benchstat A/B; -count rounds alternate too). The
-// counted pairs' users were active on the day before (numbered, in its
-// sets) and come back: every event still reaches today's sets, which the
-// seen-cache cannot skip. Active=false is the drain with the sets left
-// out (a test-only option).
+// that alternate (benchstat A/B; run rounds with -count 1 in a loop, as
+// -count repeats each variant in a row). Half the counted pairs' users
+// were active on the day before (numbered, in its sets) and come back:
+// their events still reach today's sets, which the seen-cache cannot
+// skip; the other half were active earlier today (in today's sets, as a
+// user's later events of a day are). Seen90Today has all of them active
+// earlier today: the drain in the middle of a day whose users come back
+// several times. Drain=plain is the drain with the sets left out (a
+// test-only option), Drain=active the drain with them.
 func BenchmarkDrainActiveUsers(b *testing.B) {
-	for _, seenPct := range []int{0, 50, 90} {
-		for _, active := range []bool{false, true} {
-			var opts []processor.Option
-			if !active {
-				opts = append(opts, processor.WithoutActiveUsers())
-			}
-			b.Run(fmt.Sprintf("Seen%d/Active=%t", seenPct, active), func(b *testing.B) {
-				benchmarkDrain(b, seenPct, 50_000, 0, opts...)
+	variants := []struct {
+		name string
+		opts []processor.Option
+	}{
+		{"plain", []processor.Option{processor.WithoutActiveUsers()}},
+		{"active", nil},
+	}
+	cases := []struct {
+		name           string
+		seenPct, today int
+	}{{"Seen0", 0, 50}, {"Seen50", 50, 50}, {"Seen90", 90, 50}, {"Seen90Today", 90, 100}}
+	for _, c := range cases {
+		for _, v := range variants {
+			b.Run(fmt.Sprintf("%s/Drain=%s", c.name, v.name), func(b *testing.B) {
+				benchmarkDrain(b, c.seenPct, c.today, 50_000, 0, v.opts...)
 			})
 		}
 	}
 }
 
-func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.Option) {
+// benchmarkDrain drains n events of which seenPct % of the pairs were
+// counted before, todayPct % of those by users active earlier today (the
+// others on the day before).
+func benchmarkDrain(b *testing.B, seenPct, todayPct, n, tableRows int, opts ...processor.Option) {
 	ctx := context.Background()
 	pool, _ := dbtest.Schema(b)
 	if tableRows > 0 {
@@ -88,7 +104,9 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.O
 		dbtest.LoadPairs(b, pool, tableRows, 40, false)
 		b.Logf("loaded %d rows in %s", tableRows, time.Since(start).Round(time.Second))
 	}
-	rdb, prefix := redistest.Real(b)
+	// A redis-server of its own, so that its CPU is the drain's alone.
+	rdb, prefix := redis.NewClient(redistest.Server(b)), "uum:"
+	b.Cleanup(func() { _ = rdb.Close() })
 	st := store.New(pool)
 	buf := buffer.New(rdb, prefix, 0)
 	seen := seencache.New(rdb, prefix, time.Hour, st)
@@ -98,7 +116,7 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.O
 	d := processor.NewDrainer(cfg, buf, seen, st, nil, slog.New(slog.DiscardHandler), opts...)
 	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
 
-	var meter drainMeter
+	meter := drainMeter{redis: rdb}
 	for b.Loop() {
 		b.StopTimer()
 		var ps []uum.Pair
@@ -120,10 +138,15 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.O
 			if err := seen.MarkCommit(ctx, chunk, seencache.Commit(res.Commit), seencache.Basis{}); err != nil {
 				b.Fatal(err)
 			}
-			// Their users were active on an earlier day (numbered, in
+			// Some users were active on the day before (numbered, in
 			// that day's sets) and come back today: the drain adds them
-			// to today's sets, which the seen-cache cannot skip.
-			if err := store.AddActivity(ctx, pool, earlier(chunk)); err != nil {
+			// to today's sets, which the seen-cache cannot skip. The
+			// others (todayPct) were active earlier today.
+			cut := len(chunk) * (100 - todayPct) / 100
+			if err := store.AddActivity(ctx, pool, activityOn(-1, chunk[:cut])); err != nil {
+				b.Fatal(err)
+			}
+			if err := store.AddActivity(ctx, pool, activityOn(0, chunk[cut:])); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -156,9 +179,9 @@ func benchmarkDrain(b *testing.B, seenPct, n, tableRows int, opts ...processor.O
 	}
 }
 
-// earlier is pairs' activity on the day before today (UTC).
-func earlier(pairs []uum.Pair) []store.Activity {
-	y, m, d := time.Now().UTC().AddDate(0, 0, -1).Date()
+// activityOn is pairs' activity on the day days from today (UTC).
+func activityOn(days int, pairs []uum.Pair) []store.Activity {
+	y, m, d := time.Now().UTC().AddDate(0, 0, days).Date()
 	day := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 	acts := make([]store.Activity, len(pairs))
 	for i, p := range pairs {
@@ -173,6 +196,10 @@ func earlier(pairs []uum.Pair) []store.Activity {
 type drainMeter struct {
 	elapsed, cpu time.Duration
 	drained      int
+	// redis, if set, is a server of the benchmark's own, whose CPU is
+	// reported too.
+	redis    *redis.Client
+	redisCPU time.Duration
 }
 
 // drain starts the timer (the loop stops it for the next set-up) and
@@ -180,10 +207,17 @@ type drainMeter struct {
 func (m *drainMeter) drain(ctx context.Context, b *testing.B, d *processor.Drainer) processor.Summary {
 	runtime.GC() // the set-up's garbage is not the drain's CPU
 	b.StartTimer()
+	var redis0 time.Duration
+	if m.redis != nil {
+		redis0 = redistest.ServerCPU(b, m.redis)
+	}
 	start, cpu0 := time.Now(), cpuclock.Process()
 	sum, err := d.Drain(ctx)
 	m.elapsed += time.Since(start)
 	m.cpu += cpuclock.Process() - cpu0
+	if m.redis != nil {
+		m.redisCPU += redistest.ServerCPU(b, m.redis) - redis0
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -191,8 +225,12 @@ func (m *drainMeter) drain(ctx context.Context, b *testing.B, d *processor.Drain
 	return sum
 }
 
-// report prints events/s and cpu-ns/event.
+// report prints events/s, cpu-ns/event and, with a server of its own,
+// redis-cpu-ns/event.
 func (m *drainMeter) report(b *testing.B) {
 	b.ReportMetric(float64(m.drained)/m.elapsed.Seconds(), "events/s")
 	b.ReportMetric(float64(m.cpu.Nanoseconds())/float64(m.drained), "cpu-ns/event")
+	if m.redis != nil {
+		b.ReportMetric(float64(m.redisCPU.Nanoseconds())/float64(m.drained), "redis-cpu-ns/event")
+	}
 }
