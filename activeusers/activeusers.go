@@ -55,6 +55,20 @@ type Sets interface {
 	Day(d Day) (*roaring.Bitmap, error)
 }
 
+// Spans is a Sets that keeps unions of whole periods: the users of an
+// ISO week or a calendar month in one set, read instead of its seven or
+// thirty days. A union of days reads a period through it when the
+// period lies whole in the days asked for; a period it does not keep is
+// read day by day.
+type Spans interface {
+	// Span returns the users active in the period p (PeriodWeek or
+	// PeriodMonth) that starts on start, and false when it keeps no union
+	// of that period (one not closed yet, or none at all). Asking for a
+	// period is asking for its days, as Sets.Day promises; the caller
+	// does not modify the set. An error is as Day's.
+	Span(p Period, start Day) (*roaring.Bitmap, bool, error)
+}
+
 // Counter is a Sets that can tell how many users were active on each
 // day without the days' sets: a daily series asks it instead of Day.
 type Counter interface {
@@ -158,25 +172,74 @@ func Distinct(s Sets, r Range) (uint64, error) {
 }
 
 // union returns the users active on any day of from..to; the result may
-// be a day's own bitmap, which the caller must not modify.
+// be a set of s, which the caller must not modify.
 func union(s Sets, from, to Day) (*roaring.Bitmap, error) {
-	if from == to {
-		return s.Day(from)
-	}
+	return unionBelow(s, from, to, "")
+}
+
+// SpanUnion returns the users active in the period p (PeriodWeek or
+// PeriodMonth) starting on start, from s's days and, when s is Spans,
+// the shorter periods it keeps (a month from its weeks): what a Spans
+// computes to keep a period it does not keep yet. The caller may keep
+// the result; it must not modify it.
+func SpanUnion(s Sets, p Period, start Day) (*roaring.Bitmap, error) {
+	return unionBelow(s, start, p.Next(start)-1, p)
+}
+
+// spanPeriods are the periods a union reads whole through Spans, longest
+// first.
+var spanPeriods = []Period{PeriodMonth, PeriodWeek}
+
+// unionBelow is union reading through Spans only periods shorter than
+// below ("": any): each piece is the longest kept period starting on the
+// day at hand and ending by to, or that day alone.
+func unionBelow(s Sets, from, to Day, below Period) (*roaring.Bitmap, error) {
+	spans, _ := s.(Spans)
 	var acc *roaring.Bitmap
+	pieces := 0
 	chunk := make([]*roaring.Bitmap, 0, aggregateChunk+1)
-	for d := from; d <= to; d++ {
-		b, err := s.Day(d)
+	for d := from; d <= to; {
+		b, next, err := piece(s, spans, d, to, below)
 		if err != nil {
 			return nil, err
 		}
 		chunk = append(chunk, b)
-		if len(chunk) == cap(chunk) || d == to {
+		pieces++
+		d = next
+		if len(chunk) == cap(chunk) || d > to {
+			if pieces == 1 {
+				return b, nil
+			}
 			acc = roaring.FastOr(chunk...)
 			chunk = append(chunk[:0], acc)
 		}
 	}
 	return acc, nil
+}
+
+// piece returns the users of the longest period shorter than below that
+// starts on d, ends by to and spans keeps, or of d alone; and the day
+// after them.
+func piece(s Sets, spans Spans, d, to Day, below Period) (*roaring.Bitmap, Day, error) {
+	if spans != nil {
+		for _, p := range spanPeriods {
+			if below != "" && p.longerOrEqual(below) {
+				continue
+			}
+			if p.Start(d) != d || p.Next(d)-1 > to {
+				continue
+			}
+			b, ok, err := spans.Span(p, d)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok {
+				return b, p.Next(d), nil
+			}
+		}
+	}
+	b, err := s.Day(d)
+	return b, d + 1, err
 }
 
 // Series returns the distinct users of each period of r: the first and

@@ -296,3 +296,112 @@ func TestBounds(t *testing.T) {
 	_, err = activeusers.ParsePeriod("period", "year")
 	require.Equal(t, "period", field(err))
 }
+
+// spanning is a Sets that keeps the unions of the weeks and months that
+// end before closed, computed the first time they are asked for
+// (activeusers.SpanUnion, a month from its weeks), and counts the
+// periods it handed out whole.
+type spanning struct {
+	*days
+	closed activeusers.Day
+	kept   map[activeusers.Key]*roaring.Bitmap
+	hits   map[activeusers.Period]int
+}
+
+func newSpanning(t *testing.T, sets map[activeusers.Day]*roaring.Bitmap, closed activeusers.Day) *spanning {
+	return &spanning{days: &days{t: t, sets: sets}, closed: closed,
+		kept: map[activeusers.Key]*roaring.Bitmap{}, hits: map[activeusers.Period]int{}}
+}
+
+func (s *spanning) Span(p activeusers.Period, start activeusers.Day) (*roaring.Bitmap, bool, error) {
+	require.Equal(s.t, start, p.Start(start), "a %s starts on its first day", p)
+	if p.Next(start) > s.closed {
+		return nil, false, nil
+	}
+	k := activeusers.Key{Day: start, Span: p}
+	b, ok := s.kept[k]
+	if !ok {
+		var err error
+		if b, err = activeusers.SpanUnion(s, p, start); err != nil {
+			return nil, false, err
+		}
+		s.kept[k] = b
+	}
+	s.hits[p]++
+	return b, true, nil
+}
+
+func TestSpansGiveTheSameFigures(t *testing.T) {
+	t.Parallel()
+	first := day(t, "2025-06-01")
+	plain, tr := generate(t, 5, first, 500, 1500)
+	today := day(t, "2026-09-16")
+	closed := today - 1
+
+	t.Run("Distinct", func(t *testing.T) {
+		t.Parallel()
+		s := newSpanning(t, plain.sets, closed)
+		rng := rand.New(rand.NewPCG(5, 2))
+		ranges := [][2]activeusers.Day{
+			{day(t, "2026-03-01"), day(t, "2026-03-31")}, // a month
+			{day(t, "2026-03-02"), day(t, "2026-03-08")}, // an ISO week
+			{day(t, "2026-02-25"), day(t, "2026-05-03")}, // days, weeks, months, weeks
+			{day(t, "2025-09-16"), day(t, "2026-09-16")}, // a year to today: its last days are not closed
+			{day(t, "2026-09-14"), day(t, "2026-09-16")},
+			{day(t, "2026-04-04"), day(t, "2026-04-04")},
+		}
+		for range 40 {
+			from := first + activeusers.Day(rng.IntN(480))
+			ranges = append(ranges, [2]activeusers.Day{from, min(today, from+activeusers.Day(rng.IntN(120)))})
+		}
+		for _, fr := range ranges {
+			r, err := activeusers.NewRange(fr[0], fr[1], today)
+			require.NoError(t, err)
+			s.days = &days{t: t, sets: plain.sets} // a new query: the Lookbehind promise starts over
+			n, err := activeusers.Distinct(s, r)
+			require.NoError(t, err)
+			require.Equal(t, tr.distinct(fr[0], fr[1]), n, "%s..%s", fr[0], fr[1])
+		}
+		require.Positive(t, s.hits[activeusers.PeriodMonth])
+		require.Positive(t, s.hits[activeusers.PeriodWeek])
+	})
+
+	t.Run("SeriesAndRetention", func(t *testing.T) {
+		t.Parallel()
+		s := newSpanning(t, plain.sets, closed)
+		r, err := activeusers.NewRange(day(t, "2025-11-12"), today, today)
+		require.NoError(t, err)
+		for _, p := range []activeusers.Period{activeusers.PeriodWeek, activeusers.PeriodMonth} {
+			s.days = &days{t: t, sets: plain.sets}
+			got, err := activeusers.Series(s, p, r)
+			require.NoError(t, err)
+			want, err := activeusers.Series(&days{t: t, sets: plain.sets}, p, r)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s", p)
+		}
+		for _, p := range []activeusers.Period{activeusers.PeriodDay, activeusers.PeriodWeek, activeusers.PeriodMonth} {
+			for _, kind := range []string{activeusers.CohortActive, activeusers.CohortNew} {
+				q, err := activeusers.NewRetention(p, kind, day(t, "2026-04-15"), day(t, "2026-05-20"), today, 3)
+				require.NoError(t, err)
+				s.days = &days{t: t, sets: plain.sets}
+				got, err := activeusers.ComputeRetention(s, q)
+				require.NoError(t, err)
+				want, err := activeusers.ComputeRetention(&days{t: t, sets: plain.sets}, q)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "%s %s", p, kind)
+			}
+		}
+		require.Positive(t, s.hits[activeusers.PeriodMonth])
+		require.Positive(t, s.hits[activeusers.PeriodWeek])
+	})
+
+	t.Run("AMonthIsItsWeeksAndDays", func(t *testing.T) {
+		t.Parallel()
+		s := newSpanning(t, plain.sets, closed)
+		b, err := activeusers.SpanUnion(s, activeusers.PeriodMonth, day(t, "2026-03-01"))
+		require.NoError(t, err)
+		require.Equal(t, tr.distinct(day(t, "2026-03-01"), day(t, "2026-03-31")), b.GetCardinality())
+		require.Equal(t, 4, s.hits[activeusers.PeriodWeek], "2026-03-02..29 as weeks")
+		require.Zero(t, s.hits[activeusers.PeriodMonth], "a month is not read through itself")
+	})
+}

@@ -8,10 +8,13 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 )
 
-// Key names one stored set: an event's users on a day ("": any event).
+// Key names one stored set: an event's users on a day ("": any event),
+// or in the period Span starting on Day (a union kept by a Spans; "" for
+// the day alone).
 type Key struct {
 	Event string
 	Day   Day
+	Span  Period
 }
 
 // Cache keeps sets of closed days in memory, up to a bound on their bytes,
@@ -62,20 +65,31 @@ func NewCache(maxBytes int64, opts ...CacheOption) *Cache {
 // Get returns the set of k, if cached and not older than the cache's
 // MaxAge (an older one is dropped).
 func (c *Cache) Get(k Key) (*roaring.Bitmap, bool) {
+	set, _, ok := c.GetAt(k)
+	return set, ok
+}
+
+// GetAt is Get, and the time the set was read (PutAt's at): a set
+// computed from cached sets is as old as the oldest of them.
+func (c *Cache) GetAt(k Key) (*roaring.Bitmap, time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byKey[k]
 	if !ok || e.Value.(*cached).set == nil {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	v := e.Value.(*cached)
 	if c.maxAge > 0 && c.now().Sub(v.at) > c.maxAge {
 		c.remove(e)
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	c.order.MoveToFront(e)
-	return v.set, true
+	return v.set, v.at, true
 }
+
+// Holds reports whether the cache keeps anything at all (a bound above
+// 0): what is computed only to be cached is not worth computing else.
+func (c *Cache) Holds() bool { return c.maxBytes > 0 }
 
 // GetCount returns the number of users of k's set, if its set or its
 // count is cached and not older than the cache's MaxAge.
@@ -106,13 +120,19 @@ func (c *Cache) PutCount(k Key, n uint64) {
 	c.put(&cached{key: k, count: n, bytes: 64})
 }
 
-// Put caches the set of k, evicting the least recently used sets to stay
-// within the bound. A set larger than the bound is not cached.
-func (c *Cache) Put(k Key, set *roaring.Bitmap) {
+// Put caches the set of k, read now, evicting the least recently used
+// sets to stay within the bound. A set larger than the bound is not
+// cached.
+func (c *Cache) Put(k Key, set *roaring.Bitmap) { c.PutAt(k, set, time.Time{}) }
+
+// PutAt is Put of a set read at at (the zero time: now), whose MaxAge
+// runs from then: a union of cached sets expires with the oldest of
+// them, so that it shows what they miss no later than they would.
+func (c *Cache) PutAt(k Key, set *roaring.Bitmap, at time.Time) {
 	n := int64(set.GetSizeInBytes()) + 64 // the entry's own bookkeeping
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.put(&cached{key: k, set: set, count: set.GetCardinality(), bytes: n})
+	c.put(&cached{key: k, set: set, count: set.GetCardinality(), bytes: n, at: at})
 }
 
 // put caches v in place of what k had, evicting the least recently
@@ -127,7 +147,9 @@ func (c *Cache) put(v *cached) {
 	for c.bytes+v.bytes > c.maxBytes {
 		c.remove(c.order.Back())
 	}
-	v.at = c.now()
+	if v.at.IsZero() {
+		v.at = c.now()
+	}
 	c.byKey[v.key] = c.order.PushFront(v)
 	c.bytes += v.bytes
 }

@@ -74,6 +74,25 @@ func TestCache(t *testing.T) {
 		require.Zero(t, sets, "dropped")
 	})
 
+	t.Run("AgesASetFromWhenItWasRead", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+		c := activeusers.NewCache(1<<20, activeusers.MaxAge(10*time.Minute), activeusers.CacheClock(func() time.Time { return now }))
+		require.True(t, c.Holds())
+		require.False(t, activeusers.NewCache(0).Holds())
+		week := activeusers.Key{Event: "a", Day: 1, Span: activeusers.PeriodWeek}
+		read := now.Add(-4 * time.Minute) // a union of sets the oldest of which was read then
+		c.PutAt(week, set(10), read)
+		_, at, ok := c.GetAt(week)
+		require.True(t, ok)
+		require.Equal(t, read, at)
+		_, ok = c.Get(activeusers.Key{Event: "a", Day: 1})
+		require.False(t, ok, "a week is not its first day")
+		now = now.Add(6*time.Minute + time.Second)
+		_, ok = c.Get(week)
+		require.False(t, ok, "10 minutes after it was read, not after it was put")
+	})
+
 	t.Run("KeepsCountsBesideSets", func(t *testing.T) {
 		t.Parallel()
 		c := activeusers.NewCache(1 << 20)

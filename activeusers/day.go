@@ -97,3 +97,17 @@ func (p Period) Next(d Day) Day {
 	}
 	return d + 1
 }
+
+// longerOrEqual reports whether p is at least as long as q: month, week,
+// day.
+func (p Period) longerOrEqual(q Period) bool { return p.rank() >= q.rank() }
+
+func (p Period) rank() int {
+	switch p {
+	case PeriodWeek:
+		return 1
+	case PeriodMonth:
+		return 2
+	}
+	return 0
+}

@@ -71,7 +71,9 @@ const DefaultActiveCacheBytes = 256 << 20
 // ActiveCacheMaxAge is how long a Client keeps a closed day's set before
 // reading it again: the drain no longer changes a closed day, but a
 // backfill (uumctl backfill's activity lines) or a restore can, and shows
-// in a reader's figures at most this long after it committed.
+// in a reader's figures at most this long after it committed. A kept
+// union of a week or month expires this long after the oldest of its
+// days was read.
 const ActiveCacheMaxAge = 10 * time.Minute
 
 // closedAfter is how long after its end a day's sets are taken as final
@@ -284,14 +286,17 @@ func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (act
 	}
 	counter, _ := rs.db.(ActivityCounter)
 	return activeRead{names: names, r: r, sets: &daySets{
-		ctx: ctx, db: db, counter: counter, cache: c.activeCache, events: events, last: r.To,
+		ctx: ctx, db: db, counter: counter, cache: c.activeCache, events: events, last: r.To, now: c.now,
 		closed: activeusers.DayOf(c.now().Add(-closedAfter), c.reportZone),
 	}}, nil
 }
 
 // daySets is the activeusers.Sets of one query: it reads the selected
 // events' sets a block of days at a time, from the cache for closed days
-// it holds, and keeps the days the functions may still ask for.
+// it holds, and keeps the days the functions may still ask for. For one
+// event (or every event) it is an activeusers.Spans too: it keeps the
+// union of each closed ISO week and calendar month in the cache, so that
+// a month's figure is one set, not thirty.
 type daySets struct {
 	ctx     context.Context
 	db      ActivityStore
@@ -300,7 +305,48 @@ type daySets struct {
 	events  []string        // "": every event
 	last    activeusers.Day // the last day the query reads
 	closed  activeusers.Day // days before it are closed: cached
+	now     func() time.Time
 	days    map[activeusers.Day]*roaring.Bitmap
+	// at is when each of days was read (the oldest of its events'
+	// sets); oldest the oldest of the sets handed out while a span is
+	// computed, which the span's max age runs from.
+	at     map[activeusers.Day]time.Time
+	oldest time.Time
+}
+
+var _ activeusers.Spans = (*daySets)(nil)
+
+// Span returns the users of a closed week or month from the cache,
+// computing it (activeusers.SpanUnion) and caching it the first time;
+// false for a period not closed, a selection of several events, or no
+// cache.
+func (s *daySets) Span(p activeusers.Period, start activeusers.Day) (*roaring.Bitmap, bool, error) {
+	if len(s.events) != 1 || !s.cache.Holds() || p.Next(start) > s.closed {
+		return nil, false, nil
+	}
+	k := activeusers.Key{Event: s.events[0], Day: start, Span: p}
+	if b, at, ok := s.cache.GetAt(k); ok {
+		s.handOut(at)
+		return b, true, nil
+	}
+	outer := s.oldest
+	s.oldest = time.Time{}
+	b, err := activeusers.SpanUnion(s, p, start)
+	if err != nil {
+		return nil, false, err
+	}
+	at := s.oldest
+	s.cache.PutAt(k, b, at)
+	s.oldest = outer
+	s.handOut(at)
+	return b, true, nil
+}
+
+// handOut notes that a set read at at is handed out.
+func (s *daySets) handOut(at time.Time) {
+	if s.oldest.IsZero() || at.Before(s.oldest) {
+		s.oldest = at
+	}
 }
 
 // blockDays is how many days one read of the store asks for: a month's
@@ -311,8 +357,8 @@ var emptySet = roaring.New()
 
 // read reads each event's sets of first..last from the store into sets,
 // and caches those of closed days, those without users too: a closed day
-// without users stays so.
-func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last activeusers.Day) error {
+// without users stays so, as read at at (a time before the read began).
+func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last activeusers.Day, at time.Time) error {
 	for _, e := range s.events {
 		var names []string
 		if e != "" {
@@ -333,7 +379,7 @@ func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last act
 			k := activeusers.Key{Event: e, Day: d}
 			sets[k] = b
 			if d < s.closed {
-				s.cache.Put(k, b)
+				s.cache.PutAt(k, b, at)
 			}
 		}
 	}
@@ -342,12 +388,12 @@ func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last act
 
 // Day returns the users of the selected events on d.
 func (s *daySets) Day(d activeusers.Day) (*roaring.Bitmap, error) {
-	if b, ok := s.days[d]; ok {
-		return b, nil
+	if _, ok := s.days[d]; !ok {
+		if err := s.load(d, max(d, min(d+blockDays-1, s.last))); err != nil {
+			return nil, err
+		}
 	}
-	if err := s.load(d, max(d, min(d+blockDays-1, s.last))); err != nil {
-		return nil, err
-	}
+	s.handOut(s.at[d])
 	return s.days[d], nil
 }
 
@@ -358,26 +404,40 @@ func (s *daySets) load(from, to activeusers.Day) error {
 	for d := range s.days {
 		if d < from-activeusers.Lookbehind {
 			delete(s.days, d)
+			delete(s.at, d)
 		}
 	}
 	if s.days == nil {
 		s.days = map[activeusers.Day]*roaring.Bitmap{}
+		s.at = map[activeusers.Day]time.Time{}
 	}
 	sets := make(map[activeusers.Key]*roaring.Bitmap, len(s.events)*int(to-from+1))
+	for d := from; d <= to; d++ {
+		s.at[d] = time.Time{}
+	}
 	first, last := to+1, from-1 // the days some set of is not cached
 	for d := from; d <= to; d++ {
 		for _, e := range s.events {
 			k := activeusers.Key{Event: e, Day: d}
-			if b, ok := s.cache.Get(k); ok && d < s.closed {
+			if b, at, ok := s.cache.GetAt(k); ok && d < s.closed {
 				sets[k] = b
+				if s.at[d].IsZero() || at.Before(s.at[d]) {
+					s.at[d] = at
+				}
 				continue
 			}
 			first, last = min(first, d), max(last, d)
 		}
 	}
 	if first <= last {
-		if err := s.read(sets, first, last); err != nil {
+		at := s.now()
+		if err := s.read(sets, first, last, at); err != nil {
 			return err
+		}
+		for d := first; d <= last; d++ {
+			if s.at[d].IsZero() || at.Before(s.at[d]) {
+				s.at[d] = at
+			}
 		}
 	}
 	per := make([]*roaring.Bitmap, 0, len(s.events))

@@ -3,6 +3,7 @@ package uniqueevents_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -220,5 +221,98 @@ func TestActiveUsers(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.ActiveUsers(ctx, uniqueevents.ActiveQuery{From: "2020-01-01", To: "2020-01-02"})
 		require.ErrorContains(t, err, "ActivityStore")
+	})
+}
+
+// TestActiveUsersKeepClosedWeeksAndMonths: a Client with a cache keeps the
+// union of each closed week and month; its figures are those of a Client
+// without one, on the first query and on the next, and a union made from
+// a cached day expires with that day, so that a backfill into the day
+// shows no later than it would without the unions.
+func TestActiveUsersKeepClosedWeeksAndMonths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 9, 16, 15, 0, 0, 0, time.UTC)
+	today := activeusers.DayOf(now, time.UTC)
+	setup := func(t *testing.T) (*activityStore, func() *uniqueevents.Client, *time.Time) {
+		t.Helper()
+		st := &activityStore{sets: map[activeusers.Key]*roaring.Bitmap{}}
+		rng := rand.New(rand.NewPCG(24, 1))
+		for u := range uint32(3000) {
+			p := []float64{0.6, 0.1, 0.02}[u%3]
+			for d := today - 400; d <= today; d++ {
+				if rng.Float64() < p {
+					st.mark([]string{"login", "search"}[u%2], d, u*101)
+				}
+			}
+		}
+		clock := now
+		client := func() *uniqueevents.Client {
+			c, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
+			require.NoError(t, err)
+			uniqueevents.SetClock(c, func() time.Time { return clock }, time.UTC)
+			return c
+		}
+		return st, client, &clock
+	}
+	q := func(from, to activeusers.Day, names ...string) uniqueevents.ActiveQuery {
+		return uniqueevents.ActiveQuery{EventNames: names, From: from.String(), To: to.String()}
+	}
+
+	t.Run("SameFiguresAsWithoutACache", func(t *testing.T) {
+		t.Parallel()
+		st, client, _ := setup(t)
+		cached, plain := client(), client()
+		uniqueevents.SetActiveCache(plain, 0)
+		ask := func(c *uniqueevents.Client) []any {
+			var out []any
+			for _, names := range [][]string{{"login"}, nil, {"login", "search"}} {
+				for _, r := range [][2]activeusers.Day{{today - 29, today - 1}, {today - 364, today}, {today - 200, today - 140}} {
+					total, err := c.ActiveUsers(ctx, q(r[0], r[1], names...))
+					require.NoError(t, err)
+					weeks, err := c.ActiveSeries(ctx, q(r[0], r[1], names...), "week")
+					require.NoError(t, err)
+					months, err := c.ActiveSeries(ctx, q(r[0], r[1], names...), "month")
+					require.NoError(t, err)
+					out = append(out, total, weeks, months)
+				}
+				for _, p := range []string{"week", "month"} {
+					m, err := c.Retention(ctx, uniqueevents.RetentionQuery{ActiveQuery: q(today-120, today-60, names...), Period: p, Cohort: "new", Periods: 3})
+					require.NoError(t, err)
+					out = append(out, m)
+				}
+			}
+			return out
+		}
+		want := ask(plain)
+		require.Equal(t, want, ask(cached), "first query")
+		st.mu.Lock()
+		st.reads = nil
+		st.mu.Unlock()
+		require.Equal(t, want, ask(cached), "from the kept unions")
+		for _, r := range st.reads {
+			require.GreaterOrEqual(t, r[0], today-1, "only days not closed are read again: %v", r)
+		}
+	})
+
+	t.Run("AUnionExpiresWithTheOldestDayInIt", func(t *testing.T) {
+		t.Parallel()
+		st, client, clock := setup(t)
+		c := client()
+		monday := activeusers.PeriodWeek.Start(today - 14)
+		week := func() uint64 {
+			t.Helper()
+			got, err := c.ActiveUsers(ctx, q(monday, monday+6, "login"))
+			require.NoError(t, err)
+			return got.ActiveUsers
+		}
+		_, err := c.ActiveUsers(ctx, q(monday+1, monday+6, "login")) // days cached now, not the week
+		require.NoError(t, err)
+		*clock = clock.Add(uniqueevents.ActiveCacheMaxAge / 2)
+		before := week()                  // the union is made from the cached days and Monday
+		st.mark("login", monday+2, 1<<30) // a backfill
+		require.Equal(t, before, week(), "the cached union")
+		*clock = clock.Add(uniqueevents.ActiveCacheMaxAge/2 + time.Second)
+		require.Equal(t, before+1, week(), "past the max age of the days it was made from")
 	})
 }
