@@ -236,3 +236,35 @@ func commas(n int64) string {
 	}
 	return b.String()
 }
+
+// TestActiveUsersPageUsesTheReportZonesToday: the page's default range
+// ends on today in UUM_REPORT_TIMEZONE, not on the browser's UTC date. The
+// zone is one whose date is not UTC's now: a day ahead (UTC+14) in UTC's
+// afternoon, a day behind (UTC-11) in its morning.
+func TestActiveUsersPageUsesTheReportZonesToday(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	b := setup(t)
+	zone := "Pacific/Kiritimati"
+	if time.Now().UTC().Hour() < 10 {
+		zone = "Pacific/Pago_Pago"
+	}
+	b.Env["UUM_REPORT_TIMEZONE"] = zone
+	s := b.start(t)
+	br := startBrowser(t, chromium)
+	tab := br.open(t)
+	tab.signIn(t, s.base, readToken)
+	tab.eval(t, `location.hash = '#/active'`)
+	tab.waitFor(t, `document.querySelector('[data-range=to]') !== null && document.querySelector('[data-range=to]').value !== ''`)
+	loc, err := time.LoadLocation(zone)
+	require.NoError(t, err)
+	now := time.Now()
+	want := []string{now.In(loc).Format(time.DateOnly), now.Add(time.Minute).In(loc).Format(time.DateOnly)} // midnight may pass meanwhile
+	require.NotEqual(t, now.UTC().Format(time.DateOnly), want[0], "the zone's date is not UTC's")
+	to := tab.text(t, "", `document.querySelector('[data-range=to]').value`)
+	require.Contains(t, want, to)
+	from, err := time.Parse(time.DateOnly, tab.text(t, "", `document.querySelector('[data-range=from]').value`))
+	require.NoError(t, err)
+	require.Equal(t, to, from.AddDate(0, 0, 29).Format(time.DateOnly), "30 days ending today")
+	tab.requireClean(t, s.base)
+}

@@ -15,6 +15,16 @@ const FOLLOW_WEEKS = 4; // its columns after the cohort's own week
 const dateUTC = (d) => d.toISOString().slice(0, 10);
 const addDays = (s, n) => dateUTC(new Date(Date.parse(s + 'T00:00:00Z') + n * 86400000));
 
+// reportToday is today in the report time zone (UUM_REPORT_TIMEZONE), not
+// the browser's: the API cuts a range's `to` to that day, so a range of
+// the browser's UTC date ± 2 days, which holds today in every zone
+// (UTC-12 to UTC+14), answers it as its `to`.
+async function reportToday() {
+  const utc = dateUTC(new Date());
+  const { to } = await api('/v1/active-users', { query: { from: addDays(utc, -2), to: addDays(utc, 2) } });
+  return to;
+}
+
 // selection is the query of the chosen events: event_name once per event,
 // none for every event.
 function selection(events) {
@@ -38,10 +48,9 @@ export function mount(el) {
   const fromIn = h('input', { type: 'date', 'aria-label': 'From', dataset: { range: 'from' } });
   const toIn = h('input', { type: 'date', 'aria-label': 'To', dataset: { range: 'to' } });
   const csv = h('button', { type: 'button', class: 'btn', dataset: { action: 'csv' }, onclick: () => download() }, 'Download CSV');
-  const today = dateUTC(new Date());
+  let today = null; // the report zone's, once reportToday answers
   let days = '30', stopped = false, all = true, chosen = new Set(), known = [];
   const setRange = () => { toIn.value = today; fromIn.value = addDays(today, -(Number(days) - 1)); };
-  setRange();
   fromIn.addEventListener('change', () => load());
   toIn.addEventListener('change', () => load());
 
@@ -54,7 +63,7 @@ export function mount(el) {
           h('div', { class: 'card-head' },
             h('h2', { class: 'card-title', text: 'Daily, weekly and monthly active users' }),
             h('div', { class: 'card-tools' },
-              segmented(RANGES, days, (v) => { days = v; setRange(); load(); }),
+              segmented(RANGES, days, (v) => { days = v; if (today) { setRange(); load(); } }),
               fromIn, toIn, csv)),
           stats, chartEl),
         card('Retention: weekly cohorts of active users', retention))));
@@ -179,6 +188,17 @@ export function mount(el) {
   }
 
   loadEvents();
-  load();
+  (async () => {
+    try {
+      today = await reportToday();
+    } catch (e) {
+      if (!stopped) problem(chartEl, e, 'today in the report time zone');
+      return;
+    }
+    if (stopped) return;
+    toIn.dataset.today = today;
+    setRange();
+    load();
+  })();
   return () => { stopped = true; };
 }
