@@ -71,7 +71,8 @@ WITH advanced AS (
 ), forgotten AS (
 	DELETE FROM uum_drain_commits WHERE seq = (SELECT drain_seq FROM advanced) - $4
 )
-SELECT drain_seq, counters_fingerprint, (` + heldMarks("$2", "$3") + `) FROM advanced`
+SELECT drain_seq, counters_fingerprint, (` + heldMarks("$2", "$3") + `),
+	(SELECT count(*) FROM uum_drain_commits WHERE seq = $6 AND token = $7) FROM advanced`
 
 // checkDrainSQL is CheckDrain's: the drain sequence, and how many of the
 // marks ($1, $2) the database holds.
@@ -90,18 +91,39 @@ func heldMarks(seqs, tokens string) string {
 // newer drainer than this code. It locks the uum_instance row until the
 // commit, so every drain commit takes turns from here on: call it last,
 // after the rows the commit writes. It returns the commit.
+//
+// In a transaction of Store.InTx it also checks that the database holds
+// the drain commit the store's memory of event-name ids stands on, and
+// returns ErrLayoutStale if not (the store has then forgotten them: run
+// the transaction again).
 func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (DrainCommit, error) {
 	var (
-		dc       = DrainCommit{Token: newToken()}
-		counters pgtype.Text
-		held     int64
+		dc           = DrainCommit{Token: newToken()}
+		counters     pgtype.Text
+		held, layout int64
+		basis        DrainCommit
 	)
+	ltx, _ := tx.(*layoutTx)
+	if ltx != nil {
+		basis = ltx.layout.current()
+	}
 	seqs, tokens := markArrays(c.Marks)
-	err := tx.QueryRow(ctx, advanceDrainSQL, dc.Token, seqs, tokens, drainCommitsKept, drainerSchema).Scan(&dc.Seq, &counters, &held)
+	err := tx.QueryRow(ctx, advanceDrainSQL, dc.Token, seqs, tokens, drainCommitsKept, drainerSchema, basis.Seq, basis.Token).
+		Scan(&dc.Seq, &counters, &held, &layout)
 	if err != nil {
 		return DrainCommit{}, fmt.Errorf("advance drain sequence: %w", err)
 	}
-	return dc, checkDrain(dc.Seq-1, held, len(seqs), counters, c)
+	if err := checkDrain(dc.Seq-1, held, len(seqs), counters, c); err != nil {
+		return DrainCommit{}, err
+	}
+	if basis != (DrainCommit{}) && layout == 0 {
+		return DrainCommit{}, fmt.Errorf("%w: it does not hold drain commit %d:%d, which the event-name ids the drainer remembers stand on",
+			ErrLayoutStale, basis.Seq, basis.Token)
+	}
+	if ltx != nil {
+		ltx.verified, ltx.commit = basis, dc
+	}
+	return dc, nil
 }
 
 // newToken draws a commit's token: positive (0 stands for none) and

@@ -45,7 +45,12 @@ FROM event_names WHERE name = ANY($1::varchar(50)[])`
 // trip and two statements. Only what committed is learned, so an id is
 // one that no later transaction can assign to another name (ids are never
 // reused nor renamed); any failed transaction forgets everything, so the
-// next one reads the layout again. An install moved to the compact layout
+// next one reads the layout again. That holds within one history of the
+// database: a restore or a failover to a replica that lagged may have
+// lost the names and may give their ids to others. So the memory stands on
+// the drain commit that taught it last (basis), which every drain commit
+// checks the database still holds (AdvanceDrain: ErrLayoutStale if not),
+// and only drain commits teach it. An install moved to the compact layout
 // (uum_use_compact_pairs) fails the plain insert of a transaction that
 // remembered the old layout (42P10, see insertPairsSQL), as one that read
 // it just before the move does: its retry reads the new one.
@@ -54,6 +59,7 @@ type pairLayout struct {
 	known   bool
 	compact bool
 	ids     map[string]int32
+	basis   DrainCommit
 }
 
 // lookup returns the layout and the ids of names, if it knows them all.
@@ -74,13 +80,27 @@ func (l *pairLayout) lookup(names []string) (compact bool, ids map[string]int32,
 	return l.compact, ids, true
 }
 
-// learn records what a committed transaction read.
-func (l *pairLayout) learn(read *layoutRead) {
+// current returns the drain commit the memory stands on (zero: none).
+func (l *pairLayout) current() DrainCommit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.basis
+}
+
+// learn records what a committed drain commit read (read, nil if it read
+// nothing), having checked that the database holds verified, the memory's
+// basis then. A memory that changed meanwhile, under another transaction,
+// is left as it is: nothing ties the two reads to one history.
+func (l *pairLayout) learn(read *layoutRead, verified, commit DrainCommit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if commit == (DrainCommit{}) || l.basis != verified {
+		return
+	}
+	l.basis = commit // what the memory holds is true as of commit
 	if read == nil {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.known && l.compact != read.compact {
 		l.ids = nil // a layout move: start again
 	}
@@ -97,7 +117,7 @@ func (l *pairLayout) learn(read *layoutRead) {
 func (l *pairLayout) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.known, l.ids = false, nil
+	l.known, l.ids, l.basis = false, nil, DrainCommit{}
 }
 
 // layoutRead is what preparePairs read in one transaction.
@@ -113,6 +133,9 @@ type layoutTx struct {
 	pgx.Tx
 	layout *pairLayout
 	read   *layoutRead
+	// verified is the memory's basis the transaction's AdvanceDrain
+	// found held, and commit that drain commit (zero: it made none).
+	verified, commit DrainCommit
 }
 
 // prepareLayout is preparePairs, answered from memory when db is a

@@ -75,9 +75,14 @@ func TestInTxReadsTheLayoutOnce(t *testing.T) {
 		pool := tracedPool(t, url, reads)
 		return &testBundle{st: store.New(pool), pool: pool, reads: reads}
 	}
+	// insert is a drain commit of pairs: only drain commits teach the
+	// store ids, which stand on the commit.
 	insert := func(b *testBundle, pairs ...uum.Pair) error {
 		return b.st.InTx(ctx, func(tx pgx.Tx) error {
-			_, err := store.InsertPairs(ctx, tx, dbtest.Undated(pairs...))
+			if _, err := store.InsertPairs(ctx, tx, dbtest.Undated(pairs...)); err != nil {
+				return err
+			}
+			_, err := store.AdvanceDrain(ctx, tx, store.DrainCheck{})
 			return err
 		})
 	}
@@ -122,6 +127,38 @@ func TestInTxReadsTheLayoutOnce(t *testing.T) {
 			require.False(t, ok)
 		})
 	}
+
+	// A restore loses the names registered after its snapshot, and the
+	// ids the store learned with them may go to other names: a drain
+	// commit finds the database does not hold the commit they stand on,
+	// and the store reads them again.
+	t.Run("ReadsAgainAfterTheDatabaseWentBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, false)
+		require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "a"}))
+		restore := dbtest.Snapshot(t, b.pool)
+		require.NoError(t, insert(b, uum.Pair{UserID: uum.NewUUID(), Name: "b"}))
+		restore(t)
+		// Another drainer registers names in the history after the
+		// restore.
+		other := store.New(b.pool)
+		require.NoError(t, other.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := store.InsertPairs(ctx, tx, dbtest.Undated(uum.Pair{UserID: uum.NewUUID(), Name: "c"})); err != nil {
+				return err
+			}
+			_, err := store.AdvanceDrain(ctx, tx, store.DrainCheck{})
+			return err
+		}))
+
+		user := uum.NewUUID()
+		require.ErrorIs(t, insert(b, uum.Pair{UserID: user, Name: "b"}), store.ErrLayoutStale)
+		require.NoError(t, insert(b, uum.Pair{UserID: user, Name: "b"}))
+		require.Equal(t, []int64{1, 1, 1}, []int64{count(t, b, "a"), count(t, b, "b"), count(t, b, "c")})
+		var dangling int
+		require.NoError(t, b.pool.QueryRow(ctx, `
+			SELECT count(*) FROM unique_user_pairs p WHERE NOT EXISTS (SELECT FROM event_names n WHERE n.id = p.event_id)`).Scan(&dangling))
+		require.Zero(t, dangling, "pairs under ids the dictionary does not hold")
+	})
 
 	t.Run("AfterAMoveToCompactWritesCompact", func(t *testing.T) {
 		t.Parallel()

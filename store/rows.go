@@ -131,6 +131,12 @@ var (
 	// back in time (a restore, a failover to a lagging replica), so the
 	// cache's "seen" answers name rows it may no longer hold.
 	ErrCacheAhead = errors.New("uum: database behind the seen-cache")
+	// ErrLayoutStale is returned by a drain commit when the database does
+	// not hold the drain commit the store's memory of event-name ids was
+	// learned under: it went back in time, and the names may be missing or
+	// their ids given to others. The store forgets them; running the
+	// transaction again reads them from the database.
+	ErrLayoutStale = errors.New("uum: database behind the drainer's event-name ids")
 	// ErrCountersChanged is returned by a drain commit of tracked events
 	// when the database records other counter definitions than the ones
 	// the drainer counts with.

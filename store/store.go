@@ -68,7 +68,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return interpret(err)
 	}
 	if ltx != nil {
-		s.layout.learn(ltx.read)
+		s.layout.learn(ltx.read, ltx.verified, ltx.commit)
 	}
 	return nil
 }
