@@ -49,7 +49,7 @@ func (c *Cache) MarkCommit(ctx context.Context, pairs []uum.Pair, by Commit, ver
 		return err
 	}
 	scope := sc.scope
-	ids, err := c.resolve(ctx, pairs, true)
+	ids, err := c.resolve(ctx, scope, pairs, true)
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withHeads bool) ([]b
 	}
 	// Looking up, not registering: a name without an id is cached
 	// nowhere, and a read must not grow the dictionary.
-	ids, err := c.resolve(ctx, pairs, false)
+	ids, err := c.resolve(ctx, sc.scope, pairs, false)
 	if err != nil {
 		return nil, Basis{}, err
 	}
@@ -64,9 +64,13 @@ func (c *Cache) seen(ctx context.Context, pairs []uum.Pair, withHeads bool) ([]b
 	users := groupUsers(pairs)
 	lists, old, heads, marker, err := c.read(ctx, sc.scope, g, users.users, withHeads)
 	if err == nil && marker != sc.marker {
-		// Reset since the scope was read: answer from the new one.
+		// Reset since the scope was read: answer from the new one, with
+		// the ids of its dictionary.
 		if sc, err = c.rescoped(ctx, sc, marker); err == nil {
 			lists, old, heads, _, err = c.read(ctx, sc.scope, g, users.users, withHeads)
+		}
+		if err == nil {
+			ids, err = c.resolve(ctx, sc.scope, pairs, false)
 		}
 	}
 	if err != nil {

@@ -139,8 +139,14 @@ type Cache struct {
 	// scripts' round-trip (see MarkCommit), else in one of their own.
 	inOrder bool
 
-	mu  sync.RWMutex
-	ids map[string]int32 // ids never change, so they are memoised forever
+	// ids memoises the dictionary of the scope idsScope. An id never
+	// changes within a scope, but a database restored from a copy may
+	// give the ids of the commits it lost to other names; the new scope
+	// its first drain then starts (Rescope) begins a new memo, else a
+	// pair marked under a lost id would make another name's pairs seen.
+	mu       sync.RWMutex
+	ids      map[string]int32
+	idsScope string
 
 	scopeMu   sync.Mutex // held while the scope is fetched
 	scope     atomic.Pointer[scopeAt]

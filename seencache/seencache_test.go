@@ -994,6 +994,35 @@ func testCache(t *testing.T, be redistest.Backend) {
 		require.Equal(t, b.dict.idsOf("a"), b.ids(t, b.gen(), u), "the old keys are untouched, left to expire")
 	})
 
+	t.Run("ANewScopeForgetsTheNameIDs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		running := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now))
+		u := uum.NewUUID()
+		require.NoError(t, running.Mark(ctx, []uum.Pair{pair(u, "a")}))
+		require.Equal(t, []int64{1}, b.dict.idsOf("a"))
+
+		// The database goes back to a copy made before "a" was registered,
+		// then gives its id to "b"; its next drain starts a new scope.
+		b.dict.mu.Lock()
+		b.dict.ids = map[string]int32{"b": 1}
+		b.dict.mu.Unlock()
+		_, err := seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now)).Reset(ctx)
+		require.NoError(t, err)
+
+		// The drain reads before it commits and marks: the read finds the
+		// new scope, the mark follows it.
+		seen, err := running.Seen(ctx, []uum.Pair{pair(u, "a")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, seen)
+		require.NoError(t, running.Mark(ctx, []uum.Pair{pair(u, "a")}))
+		require.Equal(t, []int64{2}, b.dict.idsOf("a"), "registered again in the restored dictionary")
+		seen, err = seencache.New(b.rdb, b.prefix, ttl, b.dict, seencache.WithClock(b.clock.Now)).
+			Seen(ctx, []uum.Pair{pair(u, "a"), pair(u, "b")})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false}, seen, "u's \"a\" under its new id; \"b\", which now has a's old id, not seen")
+	})
+
 	t.Run("ResetReachesRunningCachesAtTheirNextRead", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
