@@ -104,9 +104,6 @@ const (
 	fRolled = "rolled"
 )
 
-// countFields are the fields a roll-up adds up over the shards.
-var countFields = []string{fDrained, fDelivered, fFailed, fRuns, fRunMS}
-
 // rollLag is how long after its end a minute is added up: past the
 // trim's and the run record's bounds (10 s) and a little clock skew
 // between processors. An entry trimmed later into a minute already added
