@@ -122,6 +122,19 @@ func parseID(fs *flag.FlagSet) (int64, error) {
 	return id, nil
 }
 
+// optionalID reads the ID argument of a command that acts on one dead
+// letter or, without one, on every dead letter its filter matches: 0
+// when there is none, a usage error for more than one.
+func optionalID(fs *flag.FlagSet) (int64, error) {
+	switch fs.NArg() {
+	case 0:
+		return 0, nil
+	case 1:
+		return parseID(fs)
+	}
+	return 0, fmt.Errorf("%w: at most one ID", app.ErrUsage)
+}
+
 // withDeadLetter runs do on the dead letter named by the one ID argument
 // of the command name; -h prints the usage and does nothing else.
 func (c *cli) withDeadLetter(ctx context.Context, name string, args []string, do func(*deadletter.Queue, *store.Store, int64) error) error {
@@ -183,8 +196,9 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(fs, args, -1); err != nil {
 		return helped(err)
 	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("%w: at most one ID", app.ErrUsage)
+	id, err := optionalID(fs)
+	if err != nil {
+		return err
 	}
 	f, err := filter()
 	if err != nil {
@@ -195,11 +209,7 @@ func dlqReplay(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer closeDeps()
-	if fs.NArg() == 1 {
-		id, err := parseID(fs)
-		if err != nil {
-			return err
-		}
+	if id != 0 {
 		if err := q.Replay(ctx, id); err != nil {
 			return err
 		}
@@ -244,18 +254,13 @@ func dlqRemove(ctx context.Context, c *cli, args []string) error {
 	if err := c.parse(fs, args, -1); err != nil {
 		return helped(err)
 	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("%w: at most one ID", app.ErrUsage)
+	id, err := optionalID(fs)
+	if err != nil {
+		return err
 	}
 	f, err := filter()
 	if err != nil {
 		return err
-	}
-	var id int64
-	if fs.NArg() == 1 {
-		if id, err = parseID(fs); err != nil {
-			return err
-		}
 	}
 	q, st, closeDeps, err := c.queue(ctx)
 	if err != nil {
