@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uumhq/uum"
@@ -116,7 +118,7 @@ func benchmarkDrain(b *testing.B, seenPct, todayPct, n, tableRows int, opts ...p
 	d := processor.NewDrainer(cfg, buf, seen, st, nil, slog.New(slog.DiscardHandler), opts...)
 	names := []string{"mhv_rx_accessed", "mhv_sm_accessed", "mhv_mr_accessed", "mhv_landing_page_accessed", "mhv_appointments_accessed"}
 
-	meter := drainMeter{redis: rdb}
+	meter := drainMeter{redis: rdb, pg: pool}
 	for b.Loop() {
 		b.StopTimer()
 		var ps []uum.Pair
@@ -200,6 +202,15 @@ type drainMeter struct {
 	// reported too.
 	redis    *redis.Client
 	redisCPU time.Duration
+	// pg, if set, is the benchmark's database; its server's CPU is
+	// reported when it runs on this machine (dbtest.ServerCPU): all of it
+	// the drain's only on a server of the benchmark's own. With
+	// UUM_BENCH_STATEMENTS=N, the N statements that took Postgres longest
+	// in the drains are logged (pg_stat_statements, which the server must
+	// preload; its counters are reset before each drain).
+	pg    *pgxpool.Pool
+	pgCPU time.Duration
+	pgOK  bool
 }
 
 // drain starts the timer (the loop stops it for the next set-up) and
@@ -207,9 +218,16 @@ type drainMeter struct {
 func (m *drainMeter) drain(ctx context.Context, b *testing.B, d *processor.Drainer) processor.Summary {
 	runtime.GC() // the set-up's garbage is not the drain's CPU
 	b.StartTimer()
-	var redis0 time.Duration
+	var redis0, pg0 time.Duration
 	if m.redis != nil {
 		redis0 = redistest.ServerCPU(b, m.redis)
+	}
+	statements, _ := strconv.Atoi(os.Getenv("UUM_BENCH_STATEMENTS"))
+	if m.pg != nil {
+		if statements > 0 {
+			resetStatements(ctx, b, m.pg)
+		}
+		pg0, m.pgOK = dbtest.ServerCPU(b, m.pg)
 	}
 	start, cpu0 := time.Now(), cpuclock.Process()
 	sum, err := d.Drain(ctx)
@@ -217,6 +235,13 @@ func (m *drainMeter) drain(ctx context.Context, b *testing.B, d *processor.Drain
 	m.cpu += cpuclock.Process() - cpu0
 	if m.redis != nil {
 		m.redisCPU += redistest.ServerCPU(b, m.redis) - redis0
+	}
+	if m.pgOK {
+		pg1, _ := dbtest.ServerCPU(b, m.pg)
+		m.pgCPU += pg1 - pg0
+	}
+	if m.pg != nil && statements > 0 {
+		logStatements(ctx, b, m.pg, statements)
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -232,5 +257,39 @@ func (m *drainMeter) report(b *testing.B) {
 	b.ReportMetric(float64(m.cpu.Nanoseconds())/float64(m.drained), "cpu-ns/event")
 	if m.redis != nil {
 		b.ReportMetric(float64(m.redisCPU.Nanoseconds())/float64(m.drained), "redis-cpu-ns/event")
+	}
+	if m.pgOK {
+		b.ReportMetric(float64(m.pgCPU.Nanoseconds())/float64(m.drained), "pg-cpu-ns/event")
+	}
+}
+
+// resetStatements resets pg_stat_statements' counters.
+func resetStatements(ctx context.Context, b *testing.B, pool *pgxpool.Pool) {
+	if _, err := pool.Exec(ctx, `SELECT public.pg_stat_statements_reset()`); err != nil {
+		b.Fatalf("UUM_BENCH_STATEMENTS needs pg_stat_statements in the test database: %v", err)
+	}
+}
+
+// logStatements logs the n statements that took Postgres longest since
+// resetStatements: calls, rows, total and mean execution time.
+func logStatements(ctx context.Context, b *testing.B, pool *pgxpool.Pool, n int) {
+	rows, err := pool.Query(ctx, `
+		SELECT calls, rows, total_exec_time, left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+		FROM public.pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+		ORDER BY total_exec_time DESC LIMIT $1`, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		calls, nrows int64
+		total        float64
+		query        string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&calls, &nrows, &total, &query}, func() error {
+		b.Logf("%6d calls %8d rows %9.1f ms %s", calls, nrows, total, query)
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 }
