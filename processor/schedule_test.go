@@ -30,7 +30,7 @@ func TestSchedule(t *testing.T) {
 	svc := processor.NewService(redisOpt, queue, b.cfg, b.drainer(), slog.New(slog.NewTextHandler(b.logs, nil)))
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
-	// The scheduler writes its entries on its heartbeat, every 5 s.
+	// The scheduler writes its entries on its heartbeat (schedulerHeartbeat).
 	require.Eventually(t, func() bool {
 		next, _, err = sched.NextDrain(ctx)
 		return err == nil && !next.IsZero()

@@ -30,6 +30,14 @@ func QueueName(prefix string) string {
 	return "uum"
 }
 
+// schedulerHeartbeat is how often a processor's asynq scheduler writes
+// its entries to Redis, where the API, the console and uumctl learn that a
+// processor schedules drain runs (Schedule); the entries live for two
+// heartbeats. asynq's default of 10 s left a started processor invisible
+// for its first 10 s: its health read "no processor" and drain now was
+// refused with 409. One small write every 3 s costs nothing.
+const schedulerHeartbeat = 3 * time.Second
+
 // Service runs the periodic drain: an asynq scheduler enqueues a drain task
 // every DrainInterval and an asynq server runs it, retrying failures.
 type Service struct {
@@ -74,8 +82,9 @@ func NewService(redisOpt asynq.RedisConnOpt, queue string, cfg config.Processor,
 		},
 	})
 	sched := asynq.NewScheduler(redisOpt, &asynq.SchedulerOpts{
-		Logger:   alog,
-		LogLevel: asynq.WarnLevel,
+		Logger:            alog,
+		LogLevel:          asynq.WarnLevel,
+		HeartbeatInterval: schedulerHeartbeat,
 		PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
 			if err != nil {
 				out.failure(slog.LevelError, "enqueue drain task", "error", err)

@@ -55,13 +55,23 @@ var _ processor.Store = (*gatedStore)(nil)
 
 // startProcessor runs d as a processor does (asynq's scheduler and
 // server) on the stack's Redis, which must be the test's own
-// (testenv.NewExclusive), until the test ends.
+// (testenv.NewExclusive), until the test ends. It returns once the
+// scheduler's entries are in Redis: until then the API sees no processor
+// (health no_processor, drain now 409), as it would of a real processor
+// in its first heartbeat.
 func (b *testBundle) startProcessor(t *testing.T, cfg config.Processor, d *processor.Drainer, logger *slog.Logger) {
 	t.Helper()
 	opt := b.Redis.Options()
-	svc := processor.NewService(asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}, processor.QueueName(b.Prefix), cfg, d, logger)
+	redisOpt := asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}
+	svc := processor.NewService(redisOpt, processor.QueueName(b.Prefix), cfg, d, logger)
 	require.NoError(t, svc.Start())
 	t.Cleanup(svc.Stop)
+	sched := processor.NewSchedule(redisOpt, processor.QueueName(b.Prefix))
+	defer func() { _ = sched.Close() }()
+	require.Eventually(t, func() bool {
+		next, _, err := sched.NextDrain(context.Background())
+		return err == nil && !next.IsZero()
+	}, time.Minute, 50*time.Millisecond, "the processor's scheduler writes its entries")
 }
 
 // TestOperatorActionsInBrowser drives the console's actions against a
