@@ -94,11 +94,11 @@ func (w *wireEntry) partial() Entry {
 
 // entry decodes w, which was read from raw.
 func (w *wireEntry) entry(raw []byte) (Entry, error) {
-	version := 1
+	version := int64(1)
 	if w.V != nil {
-		v, err := strconv.Atoi(string(w.V))
-		if err != nil || v < 1 || v > WireVersion {
-			return Entry{}, &DecodeError{Field: "v", Reason: "unsupported wire version " + quoteRaw(w.V)}
+		v, err := decodeBounded(fieldV, w.V)
+		if err != nil {
+			return Entry{}, err
 		}
 		version = v
 	}
@@ -106,10 +106,14 @@ func (w *wireEntry) entry(raw []byte) (Entry, error) {
 		ev, err := w.userEvent()
 		return Entry{Event: ev}, err
 	}
-	at, err := decodeUnixMilli("buffered_at", w.BufferedAt)
+	if isNull(w.BufferedAt) {
+		return Entry{}, &DecodeError{Field: "buffered_at", Reason: "missing buffered_at"}
+	}
+	ms, err := decodeBounded(fieldBufferedAt, w.BufferedAt)
 	if err != nil {
 		return Entry{}, err
 	}
+	at := time.UnixMilli(ms).UTC()
 	if w.ID == nil && w.Type == nil {
 		ev, err := w.userEvent()
 		if err != nil {
@@ -223,19 +227,78 @@ func invalid(err error) *DecodeError {
 // producer that writes micro- or nanoseconds instead lands far past.
 const maxWireMilli = 253402300799999
 
-// decodeUnixMilli decodes a required time in Unix milliseconds, from
-// 1970-01-01 00:00:00.001 to 9999-12-31 (maxWireMilli). 0 is refused: it
-// is what a producer that never set the field writes, and would date the
-// pair's first-seen time to 1970.
-func decodeUnixMilli(field string, raw json.RawMessage) (time.Time, error) {
-	if isNull(raw) {
-		return time.Time{}, &DecodeError{Field: field, Reason: "missing " + field}
+// wireField names a top-level field of an entry: its place in wireFields
+// and its bit in a fieldSet.
+type wireField uint8
+
+const (
+	fieldV wireField = iota
+	fieldBufferedAt
+	fieldUserID
+	fieldEventName
+	fieldID
+	fieldType
+	fieldOccurredAt
+	fieldOrgID
+	fieldDimensions
+	fieldPayload
+	numWireFields
+)
+
+// scanKind is how the fast path reads a field's value.
+type scanKind uint8
+
+const (
+	scanString    scanKind = iota // printable ASCII without escapes
+	scanInteger                   // a non-negative integer, within its bound
+	scanStringMap                 // an object of such strings
+	scanObject                    // any object, validated later
+)
+
+// bound is the range an integer field must lie in, and the reason an entry
+// outside it is dead-lettered with: a format with the raw value as %s.
+type bound struct {
+	min, max int64
+	reason   string
+}
+
+// wireFields is the one place that says, for each field, its name, how
+// the fast path reads it and, for an integer, its bound: both decoding
+// paths check a value against it, so they refuse the same entries.
+// Strings are checked by TrackedEvent.Validate and the event-name and
+// UUID rules, shared with the producers.
+var wireFields = [numWireFields]struct {
+	name  string
+	scan  scanKind
+	bound bound
+}{
+	fieldV: {name: "v", scan: scanInteger, bound: bound{1, WireVersion, "unsupported wire version %s"}},
+	// 0 is refused: it is what a producer that never set the field
+	// writes, and would date the pair's first-seen time to 1970.
+	fieldBufferedAt: {name: "buffered_at", scan: scanInteger,
+		bound: bound{1, maxWireMilli, "buffered_at %s is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31"}},
+	fieldUserID:     {name: "user_id", scan: scanString},
+	fieldEventName:  {name: "event_name", scan: scanString},
+	fieldID:         {name: "id", scan: scanString},
+	fieldType:       {name: "type", scan: scanString},
+	fieldOccurredAt: {name: "occurred_at", scan: scanString},
+	fieldOrgID:      {name: "org_id", scan: scanString},
+	fieldDimensions: {name: "dimensions", scan: scanStringMap},
+	fieldPayload:    {name: "payload", scan: scanObject},
+}
+
+// holds reports whether n lies within b.
+func (b bound) holds(n int64) bool { return b.min <= n && n <= b.max }
+
+// decodeBounded decodes the integer field f from raw, which is present,
+// and checks it against its bound.
+func decodeBounded(f wireField, raw json.RawMessage) (int64, error) {
+	spec := wireFields[f]
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || !spec.bound.holds(n) {
+		return 0, &DecodeError{Field: spec.name, Reason: fmt.Sprintf(spec.bound.reason, quoteRaw(raw))}
 	}
-	ms, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || ms < 1 || ms > maxWireMilli {
-		return time.Time{}, &DecodeError{Field: field, Reason: field + " " + quoteRaw(raw) + " is not a time in Unix milliseconds from 1970-01-01 to 9999-12-31"}
-	}
-	return time.UnixMilli(ms).UTC(), nil
+	return n, nil
 }
 
 func isNull(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
@@ -251,15 +314,32 @@ func decodeString(field string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
+// fieldSet is a set of wireFields, a bit each.
+type fieldSet uint16
+
+func fields(fs ...wireField) fieldSet {
+	var s fieldSet
+	for _, f := range fs {
+		s |= 1 << f
+	}
+	return s
+}
+
+func (s fieldSet) has(f wireField) bool { return s&(1<<f) != 0 }
+
+// The fields the fast path takes in each kind of entry; the general path
+// ignores the others, and decides entries that carry them.
+var (
+	userFields    = fields(fieldV, fieldBufferedAt, fieldUserID, fieldEventName)
+	trackedFields = fields(fieldV, fieldBufferedAt, fieldID, fieldType, fieldOccurredAt, fieldOrgID, fieldDimensions, fieldPayload)
+	trackedKeys   = fields(fieldID, fieldType) // either makes an entry a tracked event
+)
+
 // flatEntry holds the fields of an entry as decodeFast scanned them.
 type flatEntry struct {
-	v, bufferedAt       []byte // digits
-	userID, eventName   []byte
-	id, typ, occurredAt []byte
-	orgID, payload      []byte
-	dimensions          map[string]string
-	hasDimensions       bool
-	seen                uint16 // a bit per field, to refuse duplicates
+	raw        [numWireFields][]byte // scanString and scanInteger contents, scanObject extents
+	dimensions map[string]string
+	seen       fieldSet // to refuse duplicates
 }
 
 // decodeFast decodes, without encoding/json's reflection, the entries
@@ -276,45 +356,45 @@ func decodeFast(raw []byte) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	switch string(f.v) {
-	case "", "1":
-		if f.id != nil || f.typ != nil || f.occurredAt != nil || f.orgID != nil || f.hasDimensions || f.payload != nil {
+	version := int64(1)
+	if f.seen.has(fieldV) {
+		if version, ok = f.integer(fieldV); !ok {
 			return Entry{}, false
 		}
+	}
+	if version == 1 {
 		ev, ok := f.userEvent()
 		return Entry{Event: ev}, ok
-	case "2":
-	default:
-		return Entry{}, false
 	}
-	ms, ok := smallUint(f.bufferedAt)
-	if !ok || ms < 1 || ms > maxWireMilli {
+	ms, ok := f.integer(fieldBufferedAt)
+	if !ok {
 		return Entry{}, false
 	}
 	at := time.UnixMilli(ms).UTC()
-	if f.id == nil && f.typ == nil {
-		if f.occurredAt != nil || f.orgID != nil || f.hasDimensions || f.payload != nil {
-			return Entry{}, false
-		}
+	if f.seen&trackedKeys == 0 {
 		ev, ok := f.userEvent()
 		return Entry{Event: ev, BufferedAt: at}, ok
-	}
-	if f.userID != nil || f.eventName != nil || f.id == nil || f.typ == nil {
-		return Entry{}, false
 	}
 	te, ok := f.tracked(at)
 	return Entry{Tracked: te, BufferedAt: at}, ok
 }
 
+// integer returns the integer field; false when the entry does not carry
+// it or it is out of its bound.
+func (f *flatEntry) integer(field wireField) (int64, bool) {
+	n, ok := smallUint(f.raw[field])
+	return n, ok && wireFields[field].bound.holds(n)
+}
+
 func (f *flatEntry) userEvent() (Event, bool) {
-	if f.userID == nil || f.eventName == nil {
+	if f.seen&^userFields != 0 || !f.seen.has(fieldUserID) || !f.seen.has(fieldEventName) {
 		return Event{}, false
 	}
-	id, err := ParseUUID("user_id", string(f.userID))
+	id, err := ParseUUID("user_id", string(f.raw[fieldUserID]))
 	if err != nil {
 		return Event{}, false
 	}
-	name := string(f.eventName)
+	name := string(f.raw[fieldEventName])
 	if ValidateName("event_name", name) != nil {
 		return Event{}, false
 	}
@@ -322,26 +402,29 @@ func (f *flatEntry) userEvent() (Event, bool) {
 }
 
 func (f *flatEntry) tracked(at time.Time) (*TrackedEvent, bool) {
-	te := &TrackedEvent{ID: string(f.id), Type: string(f.typ), OccurredAt: at}
+	if f.seen&^trackedFields != 0 || f.seen&trackedKeys != trackedKeys {
+		return nil, false
+	}
+	te := &TrackedEvent{ID: string(f.raw[fieldID]), Type: string(f.raw[fieldType]), OccurredAt: at}
 	if len(f.dimensions) > 0 {
 		te.Dimensions = f.dimensions // {} is none, as the general path has it
 	}
-	if f.occurredAt != nil {
-		t, err := time.Parse(time.RFC3339Nano, string(f.occurredAt))
+	if f.seen.has(fieldOccurredAt) {
+		t, err := time.Parse(time.RFC3339Nano, string(f.raw[fieldOccurredAt]))
 		if err != nil {
 			return nil, false
 		}
 		te.OccurredAt = t
 	}
-	if f.orgID != nil {
-		if len(f.orgID) == 0 {
+	if f.seen.has(fieldOrgID) {
+		if len(f.raw[fieldOrgID]) == 0 {
 			return nil, false
 		}
-		te.OrgID = string(f.orgID)
+		te.OrgID = string(f.raw[fieldOrgID])
 	}
-	if f.payload != nil {
+	if f.seen.has(fieldPayload) {
 		var buf bytes.Buffer
-		if json.Compact(&buf, f.payload) != nil {
+		if json.Compact(&buf, f.raw[fieldPayload]) != nil {
 			return nil, false
 		}
 		te.Payload = buf.Bytes()
@@ -352,7 +435,8 @@ func (f *flatEntry) tracked(at time.Time) (*TrackedEvent, bool) {
 	return te, true
 }
 
-// scanFlat scans the top-level object of raw into its fields.
+// scanFlat scans the top-level object of raw into its fields, each as
+// wireFields says.
 func scanFlat(raw []byte) (flatEntry, bool) {
 	var f flatEntry
 	s := jsonscan.NewScanner(raw)
@@ -364,45 +448,24 @@ func scanFlat(raw []byte) (flatEntry, bool) {
 		if !ok || !s.Byte(':') {
 			return f, false
 		}
-		var bit uint16
-		switch string(key) {
-		case "v":
-			f.v, ok = s.Integer()
-			bit = 1 << 0
-		case "buffered_at":
-			f.bufferedAt, ok = s.Integer()
-			bit = 1 << 1
-		case "user_id":
-			f.userID, ok = s.String()
-			bit = 1 << 2
-		case "event_name":
-			f.eventName, ok = s.String()
-			bit = 1 << 3
-		case "id":
-			f.id, ok = s.String()
-			bit = 1 << 4
-		case "type":
-			f.typ, ok = s.String()
-			bit = 1 << 5
-		case "occurred_at":
-			f.occurredAt, ok = s.String()
-			bit = 1 << 6
-		case "org_id":
-			f.orgID, ok = s.String()
-			bit = 1 << 7
-		case "dimensions":
+		field := lookupField(key)
+		if field == numWireFields || f.seen.has(field) {
+			return f, false
+		}
+		switch wireFields[field].scan {
+		case scanString:
+			f.raw[field], ok = s.String()
+		case scanInteger:
+			f.raw[field], ok = s.Integer()
+		case scanStringMap:
 			f.dimensions, ok = s.StringMap()
-			f.hasDimensions, bit = true, 1<<8
-		case "payload":
-			f.payload, ok = s.SkipObject()
-			bit = 1 << 9
-		default:
+		case scanObject:
+			f.raw[field], ok = s.SkipObject()
+		}
+		if !ok {
 			return f, false
 		}
-		if !ok || f.seen&bit != 0 {
-			return f, false
-		}
-		f.seen |= bit
+		f.seen |= 1 << field
 		if s.Byte('}') {
 			return f, s.End()
 		}
@@ -410,6 +473,16 @@ func scanFlat(raw []byte) (flatEntry, bool) {
 			return f, false
 		}
 	}
+}
+
+// lookupField returns the field named key, or numWireFields for none.
+func lookupField(key []byte) wireField {
+	for f := range numWireFields {
+		if string(key) == wireFields[f].name {
+			return f
+		}
+	}
+	return numWireFields
 }
 
 // smallUint parses decimal digits that fit in an int64 of at most 18
