@@ -66,20 +66,44 @@ const CompactEvery = 30 * time.Second
 // rest wait for the next run.
 const compactSets = 10_000
 
-// ActiveUserCompactor folds the active-user delta rows into the sets;
-// *store.Store satisfies it.
+// storeUnions is how many unions of closed weeks and months one run
+// writes at most: a broad month reads thirty days of ~1.25 MB, so a
+// year of history is written over a few runs.
+const storeUnions = 50
+
+// closedAfter is how long after its end a day is taken as closed for the
+// stored unions, as the readers take it for their cache: the drain files
+// an event under the day it was buffered, so a day changes only while
+// its last entries are drained. A later change (a backfill, a replay)
+// deletes the union it falls into, to be written again.
+const closedAfter = time.Hour
+
+// ActiveUserCompactor folds the active-user delta rows into the sets and
+// stores the unions of closed weeks and months; *store.Store satisfies
+// it.
 type ActiveUserCompactor interface {
 	CompactActiveUsers(ctx context.Context, limit int) (int, error)
+	StoreActiveUnions(ctx context.Context, closed time.Time, limit int) (int, error)
 }
 
-// CompactActiveUsers runs one compaction of the active-user sets.
-func CompactActiveUsers(ctx context.Context, st ActiveUserCompactor, logger *slog.Logger) error {
+// CompactActiveUsers runs one compaction of the active-user sets, then
+// stores the unions of the weeks and months closed at now in zone (the
+// report zone) that have none.
+func CompactActiveUsers(ctx context.Context, st ActiveUserCompactor, zone *time.Location, now time.Time, logger *slog.Logger) error {
 	n, err := st.CompactActiveUsers(ctx, compactSets)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		logger.DebugContext(ctx, "active user sets compacted", "sets", n)
+	}
+	y, m, d := now.Add(-closedAfter).In(zone).Date()
+	u, err := st.StoreActiveUnions(ctx, time.Date(y, m, d, 0, 0, 0, 0, time.UTC), storeUnions)
+	if err != nil {
+		return err
+	}
+	if u > 0 {
+		logger.DebugContext(ctx, "active user unions stored", "unions", u)
 	}
 	return nil
 }

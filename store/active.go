@@ -394,21 +394,28 @@ func ActiveEventIDs(ctx context.Context, db DBTX, names []string) ([]int32, erro
 	return ids, nil
 }
 
+// activeEventID is the id of the named event, AnyEvent for "".
+func activeEventID(ctx context.Context, db DBTX, name string) (int32, error) {
+	if name == "" {
+		return AnyEvent, nil
+	}
+	ids, err := ActiveEventIDs(ctx, db, []string{name})
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
 // ActiveUserCounts is ActiveUserCounts of the named event ("": any
 // event), read from the replica when one is configured. A name never
 // seen is an *UnknownEventError naming it.
 func (s *Store) ActiveUserCounts(ctx context.Context, name string, from, to time.Time) ([]int64, error) {
 	var out []int64
 	err := s.read(ctx, func(ctx context.Context, db DBTX) error {
-		id := AnyEvent
-		if name != "" {
-			ids, err := ActiveEventIDs(ctx, db, []string{name})
-			if err != nil {
-				return err
-			}
-			id = ids[0]
+		id, err := activeEventID(ctx, db, name)
+		if err != nil {
+			return err
 		}
-		var err error
 		out, err = ActiveUserCounts(ctx, db, id, from, to)
 		return err
 	})

@@ -52,9 +52,11 @@ func (s *Store) CompactActiveUsers(ctx context.Context, limit int) (int, error) 
 }
 
 // compactSet rewrites the rows of one set as the union of them and its
-// deltas, each row with its number of users, and deletes the deltas it
-// read. The lock's key includes the
-// schema: advisory locks are database-wide.
+// deltas, each row with its number of users, deletes the deltas it read,
+// and deletes the stored unions of the day's week and month (a late event
+// or a backfill into a closed period): StoreActiveUnions writes them
+// again. The lock's key includes the schema: advisory locks are
+// database-wide.
 func compactSet(ctx context.Context, tx pgx.Tx, event int32, day time.Time) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || '/active/' || ($1::int)::text || '/' || ($2::date)::text, 0))`,
 		event, day); err != nil {
@@ -97,6 +99,9 @@ func compactSet(ctx context.Context, tx pgx.Tx, event int32, day time.Time) erro
 		return err
 	}
 	batch := &pgx.Batch{}
+	if err := dropUnionsOfDay(ctx, tx, batch, event, day); err != nil {
+		return err
+	}
 	batch.Queue(`DELETE FROM active_user_sets WHERE event_id = $1 AND day = $2`, event, day)
 	batch.Queue(`INSERT INTO active_user_sets (event_id, day, chunk, users, cardinality)
 		SELECT $1, $2, c, u, n FROM unnest($3::int[], $4::bytea[], $5::bigint[]) AS x(c, u, n)`, event, day, chunks, parts, counts)

@@ -144,8 +144,10 @@ func streamRows[T any](ctx context.Context, db DBTX, sql string, scan func(pgx.R
 // row. With a non-nil Users or Sets it also loads the user dictionary,
 // keeping each user's number, moves the numbering past the largest, and
 // appends the set rows as deltas (registering the event names the
-// database lacks); those tables must then be empty (ErrActiveUsersExist).
-// An error from any iterator rolls everything back.
+// database lacks); those tables must then be empty (ErrActiveUsersExist),
+// and the stored unions of weeks and months (derived, never exported) are
+// deleted: the compaction writes them again from the restored sets. An
+// error from any iterator rolls everything back.
 func (s *Store) RestoreCounters(ctx context.Context, rows CheckpointRows) (Restored, error) {
 	var n Restored
 	active := rows.Users != nil || rows.Sets != nil
@@ -185,7 +187,7 @@ func (s *Store) RestoreCounters(ctx context.Context, rows CheckpointRows) (Resto
 func lockEmpty(ctx context.Context, tx pgx.Tx, active bool) error {
 	lock := `LOCK TABLE counters, counter_states IN SHARE ROW EXCLUSIVE MODE`
 	if active {
-		lock = `LOCK TABLE user_numbers, active_user_deltas, active_user_sets, counters, counter_states IN SHARE ROW EXCLUSIVE MODE`
+		lock = `LOCK TABLE user_numbers, active_user_deltas, active_user_sets, active_user_unions, counters, counter_states IN SHARE ROW EXCLUSIVE MODE`
 	}
 	if _, err := tx.Exec(ctx, lock); err != nil {
 		return err
@@ -247,6 +249,9 @@ func restoreActiveUsers(ctx context.Context, tx pgx.Tx, rows CheckpointRows) (us
 		return 0, 0, err
 	}
 	batch := &pgx.Batch{}
+	// Stored unions are derived, not exported: none may outlive the sets
+	// it was made from (migration 00016).
+	batch.Queue(`DELETE FROM active_user_unions`)
 	batch.Queue(registerMissingSQL, names)
 	batch.Queue(`INSERT INTO active_user_deltas (event_id, day, users)
 		SELECT CASE WHEN r.event_name = '' THEN 0 ELSE n.id END, r.day, r.users

@@ -45,6 +45,22 @@ type ActivityCounter interface {
 
 var _ ActivityCounter = (*store.Store)(nil)
 
+// ActivityUnions reads the unions of closed ISO weeks and calendar months
+// that the compaction stores beside the sets (migration 00016); an
+// ActivityStore that implements it reads a closed week or month as one
+// set, not seven or thirty, also with no cache (cold). *store.Store
+// implements it.
+type ActivityUnions interface {
+	// ActiveUserUnion returns the users active on name ("": any event)
+	// in the period ("week" or "month") that starts on start (a midnight
+	// UTC), and false when no union of it is stored: the caller reads
+	// its days. The bitmap is the caller's. Its errors are
+	// ActiveUserDays'.
+	ActiveUserUnion(ctx context.Context, name, period string, start time.Time) (*roaring.Bitmap, bool, error)
+}
+
+var _ ActivityUnions = (*store.Store)(nil)
+
 // ErrUnknownEvent is wrapped by the *UnknownEventError of a read naming an
 // event that was never drained.
 var ErrUnknownEvent = errors.New("uum: event never seen")
@@ -285,8 +301,12 @@ func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (act
 		names = []string{}
 	}
 	counter, _ := rs.db.(ActivityCounter)
+	unions, _ := rs.db.(ActivityUnions)
+	if c.noStoredUnions {
+		unions = nil
+	}
 	return activeRead{names: names, r: r, sets: &daySets{
-		ctx: ctx, db: db, counter: counter, cache: c.activeCache, events: events, last: r.To, now: c.now,
+		ctx: ctx, db: db, counter: counter, unions: unions, cache: c.activeCache, events: events, last: r.To, now: c.now,
 		closed: activeusers.DayOf(c.now().Add(-closedAfter), c.reportZone),
 	}}, nil
 }
@@ -294,13 +314,15 @@ func (c *Client) activeRead(ctx context.Context, q ActiveQuery, window int) (act
 // daySets is the activeusers.Sets of one query: it reads the selected
 // events' sets a block of days at a time, from the cache for closed days
 // it holds, and keeps the days the functions may still ask for. For one
-// event (or every event) it is an activeusers.Spans too: it keeps the
-// union of each closed ISO week and calendar month in the cache, so that
-// a month's figure is one set, not thirty.
+// event (or every event) it is an activeusers.Spans too: it reads the
+// union of each closed ISO week and calendar month the store keeps, or
+// makes it from the days, and keeps it in the cache, so that a month's
+// figure is one set, not thirty.
 type daySets struct {
 	ctx     context.Context
 	db      ActivityStore
 	counter ActivityCounter // nil: counts come from the sets
+	unions  ActivityUnions  // nil: no stored unions
 	cache   *activeusers.Cache
 	events  []string        // "": every event
 	last    activeusers.Day // the last day the query reads
@@ -316,18 +338,37 @@ type daySets struct {
 
 var _ activeusers.Spans = (*daySets)(nil)
 
-// Span returns the users of a closed week or month from the cache,
-// computing it (activeusers.SpanUnion) and caching it the first time;
-// false for a period not closed, a selection of several events, or no
+// Span returns the users of a closed week or month from the cache, else
+// from the store's union of it, else computing it (activeusers.SpanUnion)
+// from the days, and caches it the first time; false for a period not
+// closed, a selection of several events, or neither a stored union nor a
 // cache.
 func (s *daySets) Span(p activeusers.Period, start activeusers.Day) (*roaring.Bitmap, bool, error) {
-	if len(s.events) != 1 || !s.cache.Holds() || p.Next(start) > s.closed {
+	if len(s.events) != 1 || p.Next(start) > s.closed {
 		return nil, false, nil
 	}
 	k := activeusers.Key{Event: s.events[0], Day: start, Span: p}
 	if b, at, ok := s.cache.GetAt(k); ok {
 		s.handOut(at)
 		return b, true, nil
+	}
+	if s.unions != nil {
+		at := s.now()
+		b, ok, err := s.unions.ActiveUserUnion(s.ctx, s.events[0], string(p), start.Date())
+		if ue, isUnknown := errors.AsType[*store.UnknownEventError](err); isUnknown {
+			return nil, false, &UnknownEventError{Name: ue.Name}
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("active user union: %w", err)
+		}
+		if ok {
+			s.cache.PutAt(k, b, at)
+			s.handOut(at)
+			return b, true, nil
+		}
+	}
+	if !s.cache.Holds() {
+		return nil, false, nil
 	}
 	outer := s.oldest
 	s.oldest = time.Time{}
@@ -389,12 +430,28 @@ func (s *daySets) read(sets map[activeusers.Key]*roaring.Bitmap, first, last act
 // Day returns the users of the selected events on d.
 func (s *daySets) Day(d activeusers.Day) (*roaring.Bitmap, error) {
 	if _, ok := s.days[d]; !ok {
-		if err := s.load(d, max(d, min(d+blockDays-1, s.last))); err != nil {
+		if err := s.load(d, s.blockEnd(d)); err != nil {
 			return nil, err
 		}
 	}
 	s.handOut(s.at[d])
 	return s.days[d], nil
+}
+
+// blockEnd is the last day one read from d asks for: blockDays days, up
+// to the last day of the query; with stored unions, cut before the next
+// closed week or month, which a union may read instead of its days.
+func (s *daySets) blockEnd(d activeusers.Day) activeusers.Day {
+	end := max(d, min(d+blockDays-1, s.last))
+	if s.unions == nil || len(s.events) != 1 {
+		return end
+	}
+	for _, p := range []activeusers.Period{activeusers.PeriodWeek, activeusers.PeriodMonth} {
+		if next := p.Next(d); next <= end && p.Next(next) <= s.closed {
+			end = next - 1
+		}
+	}
+	return end
 }
 
 // load reads the days from to to, dropping those the functions will not

@@ -30,8 +30,11 @@ const warmCacheBytes = 1 << 30
 // client's reads: p50_ms and p99_ms over realistic queries, Warm with
 // the closed days they read cached in the process (after one untimed
 // pass), Cold with no cache (every set from Postgres, whose own buffers
-// and the OS cache are as the previous query left them). "Today" is the
-// generated data's last day, whose sets are uncompacted deltas.
+// and the OS cache are as the previous query left them: a closed week or
+// month from its stored union), ColdDays the same reading every day's set
+// instead of the stored unions (the read before migration 00016), run
+// after Cold so that -count alternates them. "Today" is the generated
+// data's last day, whose sets are uncompacted deltas.
 //
 //   - MAU30: distinct users of the broad event over the 30 days ending on
 //     each of the last 20 closed days.
@@ -96,8 +99,8 @@ func BenchmarkActiveUsers(b *testing.B) {
 		return c
 	}
 	for _, name := range names {
-		for _, warm := range []bool{true, false} {
-			mode := map[bool]string{true: "Warm", false: "Cold"}[warm]
+		for _, mode := range []string{"Warm", "Cold", "ColdDays"} {
+			warm := mode == "Warm"
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				var (
 					lat        []time.Duration
@@ -106,6 +109,7 @@ func BenchmarkActiveUsers(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
 					c := newClient(b, 0)
+					uniqueevents.SetStoredUnions(c, mode != "ColdDays")
 					if warm {
 						c = newClient(b, warmCacheBytes)
 						for i := range queries[name] {
@@ -156,19 +160,23 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(ms(lat[min(len(lat)-1, len(lat)*99/100)]), "p99_ms")
 }
 
-// BenchmarkActiveUserStorage prints what activegen's compacted sets cost
-// (active_user_sets' table, TOAST and key over the compacted days): bytes
-// per active user-day (a user in a day's any-event set, the day's four
-// sets counted) and per member of any set.
+// BenchmarkActiveUserStorage prints what activegen's compacted sets and
+// the stored unions of their closed weeks and months cost (the tables,
+// TOAST and keys over the compacted days): bytes per active user-day (a
+// user in a day's any-event set, the day's four sets and the unions
+// counted; then the sets' and the unions' shares) and per member of any
+// set (the sets alone).
 func BenchmarkActiveUserStorage(b *testing.B) {
 	db := openActivegen(b)
 	f := db.Figures
 	for b.Loop() {
 	}
-	b.ReportMetric(float64(f.SetsBytes)/float64(f.UserDays), "B/active-user-day")
+	b.ReportMetric(float64(f.SetsBytes+f.UnionsBytes)/float64(f.UserDays), "B/active-user-day")
+	b.ReportMetric(float64(f.SetsBytes)/float64(f.UserDays), "sets_B/active-user-day")
+	b.ReportMetric(float64(f.UnionsBytes)/float64(f.UserDays), "unions_B/active-user-day")
 	b.ReportMetric(float64(f.SetsBytes)/float64(f.Members), "B/set-member")
 	b.ReportMetric(float64(f.UserDays)/float64(db.Spec.Days-1), "DAU")
-	b.Logf("template built in %s; %d active user-days, %d set members, %d bytes of sets", f.Build.Round(time.Second), f.UserDays, f.Members, f.SetsBytes)
+	b.Logf("template built in %s; %d active user-days, %d set members, %d bytes of sets, %d of stored unions", f.Build.Round(time.Second), f.UserDays, f.Members, f.SetsBytes, f.UnionsBytes)
 }
 
 // BenchmarkActiveUsersSQL answers the same questions in exact SQL over

@@ -20,3 +20,7 @@ func SetMaxEntryBytes(c *Client, n int) { c.maxEntry = n }
 func SetActiveCache(c *Client, maxBytes int64) {
 	c.activeCache = activeusers.NewCache(maxBytes)
 }
+
+// SetStoredUnions makes c read the unions of closed weeks and months the
+// store keeps (on, the default) or their days instead (off).
+func SetStoredUnions(c *Client, on bool) { c.noStoredUnions = !on }

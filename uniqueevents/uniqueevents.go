@@ -142,12 +142,15 @@ type Client struct {
 	// holds closed days' sets for the active-user reads.
 	reportZone  *time.Location
 	activeCache *activeusers.Cache
-	stats       statsd.ClientInterface
-	logger      *slog.Logger
-	ingest      IngestSwitch // nil: never paused
-	cacheDown   atomic.Bool  // the last cache read failed
-	closers     []func()     // what Open made, in order
-	closeOnce   sync.Once
+	// noStoredUnions reads weeks and months day by day even from a
+	// store that keeps their unions (the benchmarks' A/B).
+	noStoredUnions bool
+	stats          statsd.ClientInterface
+	logger         *slog.Logger
+	ingest         IngestSwitch // nil: never paused
+	cacheDown      atomic.Bool  // the last cache read failed
+	closers        []func()     // what Open made, in order
+	closeOnce      sync.Once
 }
 
 // Defaults of the zero config.Events fields.

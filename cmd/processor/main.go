@@ -100,7 +100,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		}
 		// A drain run from cron has no service to compact the sets.
 		if ctx.Err() == nil {
-			if err := processor.CompactActiveUsers(ctx, deps.Store, logger); err != nil {
+			if err := processor.CompactActiveUsers(ctx, deps.Store, cfg.Active.Location(), time.Now(), logger); err != nil {
 				return err
 			}
 		}
@@ -126,7 +126,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return processor.PruneBuckets(ctx, deps.Store, cfg.Counters.WindowRetention, time.Now(), logger)
 	})
 	svc.Periodic(processor.TaskCompactActiveUsers, processor.CompactEvery, func(ctx context.Context) error {
-		return processor.CompactActiveUsers(ctx, deps.Store, logger)
+		return processor.CompactActiveUsers(ctx, deps.Store, cfg.Active.Location(), time.Now(), logger)
 	})
 	if err := svc.Start(); err != nil {
 		return err

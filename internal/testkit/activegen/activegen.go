@@ -103,6 +103,9 @@ type Figures struct {
 	// SetsBytes is pg_total_relation_size of active_user_sets (heap,
 	// TOAST, key) holding those days.
 	SetsBytes int64
+	// UnionsBytes is pg_total_relation_size of active_user_unions: the
+	// stored unions of the closed weeks and months, written by Open.
+	UnionsBytes int64
 	// ActivityRows is the number of rows in activity_rows.
 	ActivityRows int64
 	// Build is how long building the template took.
@@ -186,6 +189,18 @@ func Open(tb testing.TB, spec Spec) *DB {
 		tb.Fatalf("activegen figures: %v", err)
 	}
 	db.Figures.Build = time.Duration(buildMS) * time.Millisecond
+	// The unions of closed weeks and months, as the compaction stores them
+	// (store.StoreActiveUnions), written on the copy: the template holds
+	// the sets only, so that it outlives changes to which unions are kept.
+	start := time.Now()
+	n, err := store.New(db.Pool).StoreActiveUnions(ctx, spec.Last, math.MaxInt)
+	if err != nil {
+		tb.Fatalf("activegen unions: %v", err)
+	}
+	if err := db.Pool.QueryRow(ctx, `SELECT pg_total_relation_size('active_user_unions')`).Scan(&db.Figures.UnionsBytes); err != nil {
+		tb.Fatalf("activegen unions: %v", err)
+	}
+	tb.Logf("activegen: stored %d unions of weeks and months (%d bytes) in %s", n, db.Figures.UnionsBytes, time.Since(start).Round(time.Second))
 	return db
 }
 
