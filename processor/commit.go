@@ -53,8 +53,9 @@ func (d *Drainer) commitOnce(ctx context.Context, b *batch) error {
 	defer cancel()
 	res, err := d.commitTx(cctx, b, time.Now())
 	if errors.Is(err, store.ErrLayoutStale) {
-		// The database went back in time under the ids the store had
-		// learned, which it forgot with the failed transaction.
+		// The database went back in time under the ids and user numbers
+		// the store had learned, which it forgot with the failed
+		// transaction.
 		d.logger.WarnContext(ctx, "database behind the drainer's event-name ids: read again", "error", err)
 		res, err = d.commitTx(cctx, b, time.Now())
 	}

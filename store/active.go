@@ -68,7 +68,7 @@ func UserNumbers(ctx context.Context, db DBTX, users []uum.UUID) (map[uum.UUID]u
 
 // numberUsers registers the names the event-name dictionary lacks (in
 // name order), numbers users (UserNumbers) and reads the names' ids, in
-// one round trip.
+// one round trip (none for neither).
 func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string) (map[uum.UUID]uint32, map[string]int32, error) {
 	sorted := make([][16]byte, len(users))
 	for i, u := range users {
@@ -76,12 +76,17 @@ func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string)
 	}
 	slices.SortFunc(sorted, func(a, b [16]byte) int { return slices.Compare(a[:], b[:]) })
 	sorted = slices.Compact(sorted)
+	if len(sorted) == 0 && len(names) == 0 {
+		return map[uum.UUID]uint32{}, nil, nil
+	}
 	batch := &pgx.Batch{}
 	if len(names) > 0 {
 		batch.Queue(registerMissingSQL, names)
 	}
-	batch.Queue(addUserNumbersSQL, sorted)
-	batch.Queue(userNumbersSQL, sorted)
+	if len(sorted) > 0 {
+		batch.Queue(addUserNumbersSQL, sorted)
+		batch.Queue(userNumbersSQL, sorted)
+	}
 	if len(names) > 0 {
 		batch.Queue(`SELECT name::text, id FROM event_names WHERE name = ANY($1::text[])`, names)
 	}
@@ -90,8 +95,8 @@ func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string)
 	if len(names) > 0 {
 		_, err = results.Exec()
 	}
-	var numbers map[uum.UUID]uint32
-	if err == nil {
+	numbers := map[uum.UUID]uint32{}
+	if err == nil && len(sorted) > 0 {
 		numbers, err = readUserNumbers(results, len(sorted))
 	}
 	var ids map[string]int32
@@ -160,7 +165,9 @@ type Activity struct {
 // AddActivity adds each user of acts to the set of its event and day and
 // to the day's any-event set (AddActiveUsers), registering the names the
 // event-name dictionary lacks and numbering the users that have none
-// (UserNumbers), in two round trips. It locks rows in this order: names
+// (UserNumbers), in two round trips; in a transaction of Store.InTx, one
+// when the store remembers every user's number and every name's id
+// (pairLayout). It locks rows in this order: names
 // (sorted), the user dictionary (by UUID), then none (the sets' rows are
 // only inserted). A drain runs it first: the names a seen-cache ahead of a
 // restored database calls known may be missing.
@@ -176,7 +183,7 @@ func AddActivity(ctx context.Context, db DBTX, acts []Activity) error {
 			names = append(names, a.Name)
 		}
 	}
-	numbers, ids, err := numberUsers(ctx, db, users, names)
+	numbers, ids, err := numberActivity(ctx, db, users, names)
 	if err != nil {
 		return fmt.Errorf("add activity: %w", err)
 	}

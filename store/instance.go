@@ -93,9 +93,9 @@ func heldMarks(seqs, tokens string) string {
 // after the rows the commit writes. It returns the commit.
 //
 // In a transaction of Store.InTx it also checks that the database holds
-// the drain commit the store's memory of event-name ids stands on, and
-// returns ErrLayoutStale if not (the store has then forgotten them: run
-// the transaction again).
+// the drain commit the store's memory of event-name ids and user numbers
+// stands on, and returns ErrLayoutStale if not (the store has then
+// forgotten them: run the transaction again).
 func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (DrainCommit, error) {
 	var (
 		dc           = DrainCommit{Token: newToken()}
@@ -105,7 +105,10 @@ func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (DrainCommit, erro
 	)
 	ltx, _ := tx.(*layoutTx)
 	if ltx != nil {
-		basis = ltx.layout.current()
+		ltx.layout.mu.Lock()
+		ltx.layout.pin(ltx)
+		ltx.layout.mu.Unlock()
+		basis = ltx.basis
 	}
 	seqs, tokens := markArrays(c.Marks)
 	err := tx.QueryRow(ctx, advanceDrainSQL, dc.Token, seqs, tokens, drainCommitsKept, drainerSchema, basis.Seq, basis.Token).
@@ -117,13 +120,18 @@ func AdvanceDrain(ctx context.Context, tx DBTX, c DrainCheck) (DrainCommit, erro
 		return DrainCommit{}, err
 	}
 	if basis != (DrainCommit{}) && layout == 0 {
-		return DrainCommit{}, fmt.Errorf("%w: it does not hold drain commit %d:%d, which the event-name ids the drainer remembers stand on",
-			ErrLayoutStale, basis.Seq, basis.Token)
+		return DrainCommit{}, staleError(basis)
 	}
 	if ltx != nil {
-		ltx.verified, ltx.commit = basis, dc
+		ltx.checked, ltx.commit = true, dc
 	}
 	return dc, nil
+}
+
+// staleError is ErrLayoutStale for a database that does not hold basis.
+func staleError(basis DrainCommit) error {
+	return fmt.Errorf("%w: it does not hold drain commit %d:%d, which the event-name ids and user numbers the drainer remembers stand on",
+		ErrLayoutStale, basis.Seq, basis.Token)
 }
 
 // newToken draws a commit's token: positive (0 stands for none) and

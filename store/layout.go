@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/uumhq/uum"
 )
 
 // The pair table comes in two layouts. New installs (migration 00009) keep
@@ -39,18 +41,23 @@ SELECT (SELECT relkind FROM pg_class WHERE oid = 'unique_user_events'::regclass)
        coalesce(array_agg(name::text), '{}'), coalesce(array_agg(id), '{}')
 FROM event_names WHERE name = ANY($1::varchar(50)[])`
 
-// pairLayout is InsertPairs' preparation without SQL: a store's memory
-// of its install's layout and of the ids of the names its transactions
-// wrote pairs under. Reading them again cost every drain commit a round
-// trip and two statements. Only what committed is learned, so an id is
-// one that no later transaction can assign to another name (ids are never
-// reused nor renamed); any failed transaction forgets everything, so the
-// next one reads the layout again. That holds within one history of the
-// database: a restore or a failover to a replica that lagged may have
-// lost the names and may give their ids to others. So the memory stands on
-// the drain commit that taught it last (basis), which every drain commit
-// checks the database still holds (AdvanceDrain: ErrLayoutStale if not),
-// and only drain commits teach it. An install moved to the compact layout
+// pairLayout is InsertPairs' and AddActivity's preparation without SQL:
+// a store's memory of its install's layout, of the ids of the names its
+// transactions wrote pairs under, and of the numbers of the users they
+// added to the active-user sets. Reading them again cost every drain
+// commit a round trip: two statements for the layout and ids, two
+// statements over every user of the batch for the numbers (the drain's
+// costliest, BenchmarkDrainActiveUsers). Only what committed is learned,
+// so an id or a number is one that no later transaction can assign to
+// another name or user (neither is ever reused nor renamed); any failed
+// transaction forgets everything, so the next one reads again. That holds
+// within one history of the database: a restore or a failover to a
+// replica that lagged may have lost the names or users and may give their
+// ids or numbers to others. So the memory stands on the drain commit that
+// taught it last (basis), and a transaction that uses it checks that the
+// database still holds that commit: a drain commit in AdvanceDrain, any
+// other before its COMMIT (InTx); ErrLayoutStale if not. Only drain
+// commits teach it. An install moved to the compact layout
 // (uum_use_compact_pairs) fails the plain insert of a transaction that
 // remembered the old layout (42P10, see insertPairsSQL), as one that read
 // it just before the move does: its retry reads the new one.
@@ -59,14 +66,35 @@ type pairLayout struct {
 	known   bool
 	compact bool
 	ids     map[string]int32
-	basis   DrainCommit
+	// users and oldUsers are the user numbers, in two generations of at
+	// most userMemo each: a full users becomes oldUsers and a new one
+	// starts, so a process keeps the users active lately, in bounded
+	// memory.
+	users, oldUsers map[uum.UUID]uint32
+	basis           DrainCommit
+}
+
+// userMemo is how many user numbers a generation of pairLayout's memory
+// holds: at most twice that are kept, 42.6 B each, 42.6 MiB in all
+// (BenchmarkUserMemo).
+const userMemo = 1 << 19
+
+// pin fixes the basis tx reads the memory under, the first time tx
+// consults it (or checks it, AdvanceDrain), and reports whether the
+// memory still stands on it: one transaction checks one basis, so a
+// memory forgotten or learned again since is not used by it.
+func (l *pairLayout) pin(tx *layoutTx) bool {
+	if !tx.pinned {
+		tx.pinned, tx.basis = true, l.basis
+	}
+	return l.basis == tx.basis && l.basis != (DrainCommit{})
 }
 
 // lookup returns the layout and the ids of names, if it knows them all.
-func (l *pairLayout) lookup(names []string) (compact bool, ids map[string]int32, ok bool) {
+func (l *pairLayout) lookup(tx *layoutTx, names []string) (compact bool, ids map[string]int32, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.known {
+	if !l.known || !l.pin(tx) {
 		return false, nil, false
 	}
 	ids = make(map[string]int32, len(names))
@@ -77,7 +105,40 @@ func (l *pairLayout) lookup(names []string) (compact bool, ids map[string]int32,
 		}
 		ids[n] = id
 	}
+	tx.used = true
 	return l.compact, ids, true
+}
+
+// lookupUsers returns the numbers of those of users it knows, and the
+// others (missing).
+func (l *pairLayout) lookupUsers(tx *layoutTx, users []uum.UUID) (numbers map[uum.UUID]uint32, missing []uum.UUID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	numbers = make(map[uum.UUID]uint32, len(users))
+	if !l.pin(tx) {
+		return numbers, users
+	}
+	for _, u := range users {
+		if n, ok := l.users[u]; ok {
+			numbers[u] = n
+		} else if n, ok := l.oldUsers[u]; ok {
+			numbers[u] = n
+			l.addUser(u, n)
+		} else {
+			missing = append(missing, u)
+		}
+	}
+	tx.used = tx.used || len(numbers) > 0
+	return numbers, missing
+}
+
+// addUser remembers a user's number, starting a new generation when the
+// current one is full.
+func (l *pairLayout) addUser(u uum.UUID, n uint32) {
+	if l.users == nil || len(l.users) >= userMemo {
+		l.oldUsers, l.users = l.users, make(map[uum.UUID]uint32)
+	}
+	l.users[u] = n
 }
 
 // current returns the drain commit the memory stands on (zero: none).
@@ -101,6 +162,12 @@ func (l *pairLayout) learn(read *layoutRead, verified, commit DrainCommit) {
 	if read == nil {
 		return
 	}
+	for u, n := range read.numbers {
+		l.addUser(u, n)
+	}
+	if !read.layout {
+		return
+	}
 	if l.known && l.compact != read.compact {
 		l.ids = nil // a layout move: start again
 	}
@@ -118,12 +185,17 @@ func (l *pairLayout) forget() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.known, l.ids, l.basis = false, nil, DrainCommit{}
+	l.users, l.oldUsers = nil, nil
 }
 
-// layoutRead is what preparePairs read in one transaction.
+// layoutRead is what a transaction read from the database that the
+// memory did not know: the layout and ids (preparePairs; layout is false
+// if it read none) and user numbers (numberUsers).
 type layoutRead struct {
+	layout  bool
 	compact bool
 	ids     map[string]int32
+	numbers map[uum.UUID]uint32
 }
 
 // layoutTx is the transaction InTx hands its caller: the pgx.Tx, and the
@@ -132,10 +204,15 @@ type layoutRead struct {
 type layoutTx struct {
 	pgx.Tx
 	layout *pairLayout
-	read   *layoutRead
-	// verified is the memory's basis the transaction's AdvanceDrain
-	// found held, and commit that drain commit (zero: it made none).
-	verified, commit DrainCommit
+	read   layoutRead
+	// basis is the memory's basis the transaction reads it under, fixed
+	// when it first consults it (pinned); used, whether it took anything
+	// from it. checked, whether AdvanceDrain found the database holds
+	// basis, and commit that drain commit (zero: it made none).
+	basis        DrainCommit
+	pinned, used bool
+	checked      bool
+	commit       DrainCommit
 }
 
 // prepareLayout is preparePairs, answered from memory when db is a
@@ -145,19 +222,69 @@ func prepareLayout(ctx context.Context, db DBTX, names []string) (bool, map[stri
 	if !ok {
 		return preparePairs(ctx, db, names)
 	}
-	if compact, ids, ok := tx.layout.lookup(names); ok {
+	if compact, ids, ok := tx.layout.lookup(tx, names); ok {
 		return compact, ids, nil
 	}
 	compact, ids, err := preparePairs(ctx, db, names)
 	if err == nil {
-		if tx.read == nil || tx.read.compact != compact {
-			tx.read = &layoutRead{compact: compact, ids: map[string]int32{}}
+		if !tx.read.layout || tx.read.compact != compact {
+			tx.read.layout, tx.read.compact, tx.read.ids = true, compact, map[string]int32{}
 		}
 		for n, id := range ids {
 			tx.read.ids[n] = id
 		}
 	}
 	return compact, ids, err
+}
+
+// numberActivity is numberUsers, answered from memory for the users (and
+// names) it knows when db is a layoutTx: only the others are sent.
+func numberActivity(ctx context.Context, db DBTX, users []uum.UUID, names []string) (map[uum.UUID]uint32, map[string]int32, error) {
+	tx, ok := db.(*layoutTx)
+	if !ok {
+		return numberUsers(ctx, db, users, names)
+	}
+	numbers, missing := tx.layout.lookupUsers(tx, users)
+	_, ids, ok := tx.layout.lookup(tx, names)
+	if ok {
+		names = nil
+	}
+	if len(missing) == 0 && len(names) == 0 {
+		return numbers, ids, nil
+	}
+	read, readIDs, err := numberUsers(ctx, db, missing, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tx.read.numbers == nil {
+		tx.read.numbers = make(map[uum.UUID]uint32, len(read))
+	}
+	for u, n := range read {
+		numbers[u], tx.read.numbers[u] = n, n
+	}
+	if ids == nil {
+		ids = readIDs
+	}
+	return numbers, ids, nil
+}
+
+// checkBasis is AdvanceDrain's check of the memory's basis for a
+// transaction that used the memory without a drain commit: it fails with
+// ErrLayoutStale if the database does not hold it.
+func (tx *layoutTx) checkBasis(ctx context.Context) error {
+	if !tx.used || tx.checked {
+		return nil
+	}
+	var held bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM uum_drain_commits WHERE seq = $1 AND token = $2)`,
+		tx.basis.Seq, tx.basis.Token).Scan(&held)
+	if err != nil {
+		return fmt.Errorf("check the drainer's memory: %w", err)
+	}
+	if !held {
+		return staleError(tx.basis)
+	}
+	return nil
 }
 
 // preparePairs registers names in event_names and returns whether the

@@ -1,12 +1,15 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -17,11 +20,15 @@ import (
 )
 
 // layoutReads counts the statements that read the pair table's layout
-// (preparePairs' layout and ids) on the connections of a pool.
-type layoutReads struct{ n atomic.Int64 }
+// (preparePairs' layout and ids) on the connections of a pool, or those
+// that hold match.
+type layoutReads struct {
+	match string
+	n     atomic.Int64
+}
 
 func (r *layoutReads) note(sql string) {
-	if strings.Contains(sql, "pg_class") {
+	if strings.Contains(sql, cmp.Or(r.match, "pg_class")) {
 		r.n.Add(1)
 	}
 }
@@ -180,5 +187,117 @@ func TestInTxReadsTheLayoutOnce(t *testing.T) {
 		var compact int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM unique_user_pairs WHERE user_id = $1`, [16]byte(user)).Scan(&compact))
 		require.Equal(t, 1, compact)
+	})
+}
+
+func TestInTxRemembersUserNumbers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	day := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+
+	type testBundle struct {
+		st    *store.Store
+		pool  *pgxpool.Pool
+		reads *layoutReads
+	}
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		_, url := dbtest.Schema(t)
+		reads := &layoutReads{match: "SELECT user_id, number FROM user_numbers"}
+		pool := tracedPool(t, url, reads)
+		return &testBundle{st: store.New(pool), pool: pool, reads: reads}
+	}
+	acts := func(users ...uum.UUID) []store.Activity {
+		out := make([]store.Activity, len(users))
+		for i, u := range users {
+			out[i] = store.Activity{User: u, Name: "a", Day: day}
+		}
+		return out
+	}
+	// drain is a drain commit of the users' activity: only drain commits
+	// teach the store numbers, which stand on the commit.
+	drain := func(st *store.Store, users ...uum.UUID) error {
+		return st.InTx(ctx, func(tx pgx.Tx) error {
+			if err := store.AddActivity(ctx, tx, acts(users...)); err != nil {
+				return err
+			}
+			_, err := store.AdvanceDrain(ctx, tx, store.DrainCheck{})
+			return err
+		})
+	}
+	// active returns the day's users of any event, and the numbers of
+	// users in the dictionary.
+	active := func(t *testing.T, b *testBundle, users ...uum.UUID) (*roaring.Bitmap, *roaring.Bitmap) {
+		t.Helper()
+		days, err := store.ActiveUserDays(ctx, b.pool, nil, day, day)
+		require.NoError(t, err)
+		numbers, err := store.UserNumbers(ctx, b.pool, users)
+		require.NoError(t, err)
+		want := roaring.New()
+		for _, n := range numbers {
+			want.Add(n)
+		}
+		return days[0], want
+	}
+
+	t.Run("ReadsOnlyUsersItHasNotSeen", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u1, u2, u3 := uum.NewUUID(), uum.NewUUID(), uum.NewUUID()
+		require.NoError(t, drain(b.st, u1, u2))
+		require.Equal(t, int64(1), b.reads.n.Load())
+		require.NoError(t, drain(b.st, u2, u1))
+		require.Equal(t, int64(1), b.reads.n.Load(), "known users are not read again")
+		require.NoError(t, drain(b.st, u1, u3))
+		require.Equal(t, int64(2), b.reads.n.Load(), "a new one is")
+
+		// A transaction that fails teaches nothing, and makes the next
+		// one read again: its numbers may not have committed.
+		failed := errors.New("failed")
+		require.ErrorIs(t, b.st.InTx(ctx, func(tx pgx.Tx) error {
+			if err := store.AddActivity(ctx, tx, acts(u1)); err != nil {
+				return err
+			}
+			return failed
+		}), failed)
+		require.NoError(t, drain(b.st, u1))
+		require.Equal(t, int64(3), b.reads.n.Load())
+
+		got, want := active(t, b, u1, u2, u3)
+		require.Equal(t, want.ToArray(), got.ToArray())
+		require.Equal(t, uint64(3), got.GetCardinality())
+	})
+
+	// A restore loses the users numbered after its snapshot, and with the
+	// numbering brought back with it, gives their numbers to others: a
+	// commit finds the database does not hold the commit the store's
+	// numbers stand on, and the store reads them again.
+	t.Run("ReadsAgainAfterTheDatabaseWentBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first, lost, other := uum.NewUUID(), uum.NewUUID(), uum.NewUUID()
+		require.NoError(t, drain(b.st, first))
+		var next int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(number) + 1 FROM user_numbers`).Scan(&next))
+		restore := dbtest.Snapshot(t, b.pool)
+		require.NoError(t, drain(b.st, lost))
+		restore(t)
+		_, err := b.pool.Exec(ctx, `SELECT setval(pg_get_serial_sequence('user_numbers', 'number'), $1, false)`, next)
+		require.NoError(t, err)
+		// Another drainer numbers a user in the history after the
+		// restore: it gets the number lost had.
+		require.NoError(t, drain(store.New(b.pool), other))
+
+		// Outside a drain commit too, the numbers are checked before
+		// COMMIT.
+		require.ErrorIs(t, b.st.InTx(ctx, func(tx pgx.Tx) error {
+			return store.AddActivity(ctx, tx, acts(lost))
+		}), store.ErrLayoutStale)
+		require.NoError(t, drain(b.st, lost))
+		require.NoError(t, drain(b.st, first, lost))
+
+		got, want := active(t, b, first, lost, other)
+		require.Equal(t, uint64(3), want.GetCardinality(), "three users, three numbers")
+		require.Equal(t, want.ToArray(), got.ToArray(), "the day's set holds each user under its own number")
 	})
 }

@@ -132,10 +132,11 @@ var (
 	// cache's "seen" answers name rows it may no longer hold.
 	ErrCacheAhead = errors.New("uum: database behind the seen-cache")
 	// ErrLayoutStale is returned by a drain commit when the database does
-	// not hold the drain commit the store's memory of event-name ids was
-	// learned under: it went back in time, and the names may be missing or
-	// their ids given to others. The store forgets them; running the
-	// transaction again reads them from the database.
+	// not hold the drain commit the store's memory of event-name ids and
+	// user numbers was learned under: it went back in time, and the names
+	// or users may be missing or their ids and numbers given to others.
+	// The store forgets them; running the transaction again reads them
+	// from the database.
 	ErrLayoutStale = errors.New("uum: database behind the drainer's event-name ids")
 	// ErrCountersChanged is returned by a drain commit of tracked events
 	// when the database records other counter definitions than the ones

@@ -56,19 +56,26 @@ func (s *Store) Ping(ctx context.Context) error {
 // back translated like every other method's (ErrRejected for data the
 // database refuses, ErrSchema for a missing table or column). InsertPairs
 // in fn's transaction reads the pair table's layout and the names' ids
-// only the first time, and again after a transaction that failed.
+// only the first time, and again after a transaction that failed;
+// AddActivity reads the numbers of the users it has not seen in a drain
+// commit of this store. A transaction that used what the store remembers
+// and made no drain commit (AdvanceDrain) checks before its COMMIT that
+// the database holds the commit that taught it (ErrLayoutStale if not).
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var ltx *layoutTx
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		ltx = &layoutTx{Tx: tx, layout: &s.layout}
-		return fn(ltx)
+		if err := fn(ltx); err != nil {
+			return err
+		}
+		return ltx.checkBasis(ctx)
 	})
 	if err != nil {
 		s.layout.forget()
 		return interpret(err)
 	}
-	if ltx != nil {
-		s.layout.learn(ltx.read, ltx.verified, ltx.commit)
+	if ltx != nil && ltx.checked {
+		s.layout.learn(&ltx.read, ltx.basis, ltx.commit)
 	}
 	return nil
 }
