@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"log/slog"
@@ -10,60 +9,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/api"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/internal/testkit/activitytest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
-// activityStore is a Store with activity sets: users per (event, day),
-// "" every event; it records the day ranges it was asked.
+// activityStore is a Store with activity sets.
 type activityStore struct {
 	fakeStore
-	sets map[activeusers.Key]*roaring.Bitmap
-}
-
-func (a *activityStore) ActiveUserDays(_ context.Context, names []string, from, to time.Time) ([]*roaring.Bitmap, error) {
-	first, last := activeusers.DayOf(from, time.UTC), activeusers.DayOf(to, time.UTC)
-	if a.err != nil {
-		return nil, a.err
-	}
-	if len(names) == 0 {
-		names = []string{""}
-	}
-	for _, n := range names {
-		if _, ok := a.sets[activeusers.Key{Event: n, Day: -1}]; !ok {
-			return nil, &store.UnknownEventError{Name: n}
-		}
-	}
-	out := make([]*roaring.Bitmap, 0, last-first+1)
-	for d := first; d <= last; d++ {
-		b := roaring.New()
-		for _, n := range names {
-			if s := a.sets[activeusers.Key{Event: n, Day: d}]; s != nil {
-				b.Or(s)
-			}
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
-
-// mark records users active for event on day, and for every event; day
-// -1 of a name marks it seen.
-func (a *activityStore) mark(event string, day activeusers.Day, users ...uint32) {
-	for _, e := range []string{event, ""} {
-		for _, k := range []activeusers.Key{{Event: e, Day: day}, {Event: e, Day: -1}} {
-			if a.sets[k] == nil {
-				a.sets[k] = roaring.New()
-			}
-			a.sets[k].AddMany(users)
-		}
-	}
+	*activitytest.Sets
 }
 
 func TestActiveUsers(t *testing.T) {
@@ -75,12 +33,12 @@ func TestActiveUsers(t *testing.T) {
 		return v
 	}
 	handler := func(t *testing.T) http.Handler {
-		st := &activityStore{sets: map[activeusers.Key]*roaring.Bitmap{}}
-		st.mark("mhv_login", d("2026-01-05"), 1, 2, 3) // a Monday
-		st.mark("mhv_login", d("2026-01-06"), 1, 2)
-		st.mark("mhv_rx_accessed", d("2026-01-06"), 3, 4)
-		st.mark("mhv_login", d("2026-01-12"), 1, 5)
-		st.mark("mhv_rx_accessed", d("2026-02-02"), 1)
+		st := &activityStore{Sets: activitytest.New()}
+		st.Mark("mhv_login", d("2026-01-05"), 1, 2, 3) // a Monday
+		st.Mark("mhv_login", d("2026-01-06"), 1, 2)
+		st.Mark("mhv_rx_accessed", d("2026-01-06"), 3, 4)
+		st.Mark("mhv_login", d("2026-01-12"), 1, 5)
+		st.Mark("mhv_rx_accessed", d("2026-02-02"), 1)
 		c, err := uniqueevents.New(eventsConfig(true), nil, nil, st, nil, nil)
 		require.NoError(t, err)
 		cfg := config.API{Tokens: []config.Token{{Scope: "read", Value: readToken}, {Scope: "ingest", Value: ingestToken}}}

@@ -4,27 +4,22 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
 	"github.com/uumhq/uum/activeusers"
 	"github.com/uumhq/uum/config"
-	"github.com/uumhq/uum/store"
+	"github.com/uumhq/uum/internal/testkit/activitytest"
 	"github.com/uumhq/uum/uniqueevents"
 )
 
-// activityStore is a Store with activity sets: users per (event, day),
-// "" every event; it records the day ranges it was asked.
+// activityStore is a Store with activity sets.
 type activityStore struct {
 	fakeStore
-	sets  map[activeusers.Key]*roaring.Bitmap
-	mu    sync.Mutex
-	reads [][2]activeusers.Day
+	*activitytest.Sets
 }
 
 func (a *activityStore) UniqueCounts(_ context.Context, name string) ([]uum.Count, error) {
@@ -35,48 +30,6 @@ func (a *activityStore) UniqueCounts(_ context.Context, name string) ([]uum.Coun
 		}
 	}
 	return out, a.err
-}
-
-func (a *activityStore) ActiveUserDays(_ context.Context, names []string, from, to time.Time) ([]*roaring.Bitmap, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	first, last := activeusers.DayOf(from, time.UTC), activeusers.DayOf(to, time.UTC)
-	a.reads = append(a.reads, [2]activeusers.Day{first, last})
-	if a.err != nil {
-		return nil, a.err
-	}
-	if len(names) == 0 {
-		names = []string{""}
-	}
-	for _, n := range names {
-		if _, ok := a.sets[activeusers.Key{Event: n, Day: -1}]; !ok {
-			return nil, &store.UnknownEventError{Name: n}
-		}
-	}
-	out := make([]*roaring.Bitmap, 0, last-first+1)
-	for d := first; d <= last; d++ {
-		b := roaring.New()
-		for _, n := range names {
-			if s := a.sets[activeusers.Key{Event: n, Day: d}]; s != nil {
-				b.Or(s)
-			}
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
-
-// mark records users active for event on day, and for every event; day
-// -1 of a name marks it seen.
-func (a *activityStore) mark(event string, day activeusers.Day, users ...uint32) {
-	for _, e := range []string{event, ""} {
-		for _, k := range []activeusers.Key{{Event: e, Day: day}, {Event: e, Day: -1}} {
-			if a.sets[k] == nil {
-				a.sets[k] = roaring.New()
-			}
-			a.sets[k].AddMany(users)
-		}
-	}
 }
 
 func TestActiveUsers(t *testing.T) {
@@ -90,14 +43,14 @@ func TestActiveUsers(t *testing.T) {
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		st := &activityStore{sets: map[activeusers.Key]*roaring.Bitmap{}}
+		st := &activityStore{Sets: activitytest.New()}
 		// login: users 1-3 on each of the last 10 days, 4 today too;
 		// search: user 3 and 9 a week ago.
 		for d := today - 9; d <= today; d++ {
-			st.mark("login", d, 1, 2, 3)
+			st.Mark("login", d, 1, 2, 3)
 		}
-		st.mark("login", today, 4)
-		st.mark("search", today-7, 3, 9)
+		st.Mark("login", today, 4)
+		st.Mark("search", today-7, 3, 9)
 		c, err := uniqueevents.New(config.Events{}, nil, nil, st, nil, nil)
 		require.NoError(t, err)
 		uniqueevents.SetClock(c, func() time.Time { return now }, time.UTC)
@@ -191,7 +144,7 @@ func TestActiveUsers(t *testing.T) {
 		var ve *uum.ValidationError
 		require.ErrorAs(t, err, &ve)
 		require.Equal(t, "event_name", ve.Field)
-		require.Empty(t, b.store.reads, "nothing read for bad input")
+		require.Empty(t, b.store.Reads(), "nothing read for bad input")
 	})
 
 	t.Run("ClosedDaysAreReadOnce", func(t *testing.T) {
@@ -204,13 +157,13 @@ func TestActiveUsers(t *testing.T) {
 		}
 		// The first read asks every day; then the open days only: today,
 		// and yesterday until an hour past midnight (here 15:00).
-		require.Equal(t, [][2]activeusers.Day{{today - 29, today}, {today, today}, {today, today}}, b.store.reads)
+		require.Equal(t, [][2]activeusers.Day{{today - 29, today}, {today, today}, {today, today}}, b.store.Reads())
 	})
 
 	t.Run("StoreErrorsAreReturned", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		b.store.err = errors.New("boom")
+		b.store.Fail(errors.New("boom"))
 		_, err := b.client.ActiveUsers(ctx, q(today-3, today))
 		require.ErrorContains(t, err, "boom")
 	})
@@ -236,13 +189,13 @@ func TestActiveUsersKeepClosedWeeksAndMonths(t *testing.T) {
 	today := activeusers.DayOf(now, time.UTC)
 	setup := func(t *testing.T) (*activityStore, func() *uniqueevents.Client, *time.Time) {
 		t.Helper()
-		st := &activityStore{sets: map[activeusers.Key]*roaring.Bitmap{}}
+		st := &activityStore{Sets: activitytest.New()}
 		rng := rand.New(rand.NewPCG(24, 1))
 		for u := range uint32(3000) {
 			p := []float64{0.6, 0.1, 0.02}[u%3]
 			for d := today - 400; d <= today; d++ {
 				if rng.Float64() < p {
-					st.mark([]string{"login", "search"}[u%2], d, u*101)
+					st.Mark([]string{"login", "search"}[u%2], d, u*101)
 				}
 			}
 		}
@@ -286,11 +239,9 @@ func TestActiveUsersKeepClosedWeeksAndMonths(t *testing.T) {
 		}
 		want := ask(plain)
 		require.Equal(t, want, ask(cached), "first query")
-		st.mu.Lock()
-		st.reads = nil
-		st.mu.Unlock()
+		st.Reads() // forgets them
 		require.Equal(t, want, ask(cached), "from the kept unions")
-		for _, r := range st.reads {
+		for _, r := range st.Reads() {
 			require.GreaterOrEqual(t, r[0], today-1, "only days not closed are read again: %v", r)
 		}
 	})
@@ -310,7 +261,7 @@ func TestActiveUsersKeepClosedWeeksAndMonths(t *testing.T) {
 		require.NoError(t, err)
 		*clock = clock.Add(uniqueevents.ActiveCacheMaxAge / 2)
 		before := week()                  // the union is made from the cached days and Monday
-		st.mark("login", monday+2, 1<<30) // a backfill
+		st.Mark("login", monday+2, 1<<30) // a backfill
 		require.Equal(t, before, week(), "the cached union")
 		*clock = clock.Add(uniqueevents.ActiveCacheMaxAge/2 + time.Second)
 		require.Equal(t, before+1, week(), "past the max age of the days it was made from")
