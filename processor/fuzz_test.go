@@ -60,36 +60,52 @@ func FuzzDrain(f *testing.F) {
 	} {
 		f.Add([]byte(seed[0]), []byte(seed[1]))
 	}
-	set, err := rules.Parse("fuzz.yaml", []byte(fuzzCounters))
-	require.NoError(f, err)
 	pool, _ := dbtest.Schema(f)
-	rdb, prefix := redistest.Real(f)
-	n := 0
+	next := harnesses(f, pool, fuzzCounters, drainHarness{})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		n++
-		h := &drainHarness{pool: pool, rdb: rdb, prefix: fmt.Sprintf("%s%d:", prefix, n), set: set}
-		h.reset(t)
+		h := next(t)
 		pushed := h.interleave(t, a, b)
 		h.drainAtMostTwice(t)
 		h.check(t, h.expect(pushed, nil))
 	})
 }
 
-// drainHarness is one FuzzDrain iteration: a key prefix of its own, and
-// the shared schema emptied first.
+// drainHarness is one iteration of FuzzDrain or FuzzDrainUpgraded: a key
+// prefix of its own, and the shared schema emptied first.
 type drainHarness struct {
 	pool   *pgxpool.Pool
 	rdb    *redis.Client
 	prefix string
 	set    *rules.Set
-	buf    *buffer.List
+	bufs   []*buffer.List // a list per shard
 	start  time.Time
+	// shards is how many buffer shards the drain runs over, two at a
+	// time (0: one); nameCap its UUM_MAX_EVENT_NAMES (0: the default).
+	shards, nameCap int
 	// transitions: the counters have fuzzUpgradedCounters' "online".
 	transitions bool
 }
 
+// harnesses parses counters and opens a real Redis for a fuzz target
+// over pool, and returns the maker of each iteration's harness: like
+// tmpl, with a key prefix of its own, reset.
+func harnesses(f *testing.F, pool *pgxpool.Pool, counters string, tmpl drainHarness) func(*testing.T) *drainHarness {
+	set, err := rules.Parse("fuzz.yaml", []byte(counters))
+	require.NoError(f, err)
+	rdb, prefix := redistest.Real(f)
+	n := 0
+	return func(t *testing.T) *drainHarness {
+		n++
+		h := tmpl
+		h.pool, h.rdb, h.set, h.prefix = pool, rdb, set, fmt.Sprintf("%s%d:", prefix, n)
+		h.reset(t)
+		return &h
+	}
+}
+
 // reset empties every table the drain writes, so each iteration's
-// expectations stand alone, and removes the iteration's keys at its end.
+// expectations stand alone, makes the shards' lists, and removes the
+// iteration's keys at its end.
 func (h *drainHarness) reset(t *testing.T) {
 	ctx := context.Background()
 	rows, err := h.pool.Query(ctx, `SELECT quote_ident(tablename) FROM pg_tables
@@ -99,7 +115,10 @@ func (h *drainHarness) reset(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.pool.Exec(ctx, `TRUNCATE `+strings.Join(tables, ", "))
 	require.NoError(t, err)
-	h.buf = buffer.New(h.rdb, h.prefix, 0)
+	h.bufs = nil
+	for i := range max(h.shards, 1) {
+		h.bufs = append(h.bufs, buffer.New(h.rdb, h.prefix, i))
+	}
 	t.Cleanup(func() { redistest.DeleteKeys(context.Background(), t, h.rdb, h.prefix+"*") })
 }
 
@@ -122,12 +141,12 @@ func (h *drainHarness) interleave(t *testing.T, a, b []byte) [][]byte {
 		pushed = append(pushed, valid(i), fuzzed)
 	}
 	pushed = append(pushed, valid(4))
-	require.NoError(t, h.buf.Push(context.Background(), pushed))
+	require.NoError(t, h.bufs[0].Push(context.Background(), pushed))
 	return pushed
 }
 
-// drainAtMostTwice runs the drain, and once more if the first run failed
-// or left entries; the buffer must then be empty.
+// drainAtMostTwice runs DrainAll over the shards, and once more if the
+// first run failed or left entries; every shard must then be empty.
 func (h *drainHarness) drainAtMostTwice(t *testing.T) {
 	ctx := context.Background()
 	st := store.New(h.pool)
@@ -135,16 +154,37 @@ func (h *drainHarness) drainAtMostTwice(t *testing.T) {
 	cfg.BatchSize = 3
 	cfg.MaxIterations = 100
 	logs := new(strings.Builder)
-	d := processor.NewDrainer(cfg, h.buf, seencache.New(h.rdb, h.prefix, time.Hour, st), st, nil,
-		slog.New(slog.NewTextHandler(logs, nil)), processor.WithCounters(h.set, 0))
-	_, err := d.Drain(ctx)
-	if left, lerr := h.buf.Len(ctx); err != nil || lerr != nil || left > 0 {
-		_, err = d.Drain(ctx)
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	seen := seencache.New(h.rdb, h.prefix, time.Hour, st)
+	opts := []processor.Option{processor.WithCounters(h.set, 0)}
+	if h.nameCap > 0 {
+		opts = append(opts, processor.WithNameLimit(st, h.nameCap))
+	}
+	drainer := func(i int) *processor.Drainer {
+		return processor.NewDrainer(cfg, h.bufs[i], seen, st, nil, logger, opts...)
+	}
+	d := drainer(0)
+	if n := len(h.bufs); n > 1 {
+		d = processor.NewDrainer(cfg, h.bufs[0], seen, st, nil, logger,
+			append(slices.Clip(opts), processor.WithShards(n, n, 2, drainer, nil))...)
+	}
+	_, err := d.DrainAll(ctx)
+	if err != nil || h.left(t) > 0 {
+		_, err = d.DrainAll(ctx)
 		require.NoError(t, err, "second run; logs:\n%s", logs)
 	}
-	left, err := h.buf.Len(ctx)
-	require.NoError(t, err)
-	require.Zero(t, left, "the buffer is empty after two runs; logs:\n%s", logs)
+	require.Zero(t, h.left(t), "every shard is empty after two runs; logs:\n%s", logs)
+}
+
+// left is how many entries the shards hold.
+func (h *drainHarness) left(t *testing.T) int64 {
+	var n int64
+	for _, buf := range h.bufs {
+		l, err := buf.Len(context.Background())
+		require.NoError(t, err)
+		n += l
+	}
+	return n
 }
 
 // expected is what the pushed entries must leave in Postgres.

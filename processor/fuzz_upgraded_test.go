@@ -3,8 +3,6 @@ package processor_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,13 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/uumhq/uum"
-	"github.com/uumhq/uum/buffer"
 	"github.com/uumhq/uum/internal/testkit/dbtest"
-	"github.com/uumhq/uum/internal/testkit/redistest"
-	"github.com/uumhq/uum/processor"
-	"github.com/uumhq/uum/rules"
-	"github.com/uumhq/uum/seencache"
-	"github.com/uumhq/uum/store"
 )
 
 // fuzzUpgradedCounters are fuzzCounters and a transition-safe counter:
@@ -66,40 +58,21 @@ func FuzzDrainUpgraded(f *testing.F) {
 	} {
 		f.Add([]byte(seed[0]), []byte(seed[1]))
 	}
-	set, err := rules.Parse("fuzz.yaml", []byte(fuzzUpgradedCounters))
-	require.NoError(f, err)
 	pool, _ := dbtest.PlainSchema(f)
-	rdb, prefix := redistest.Real(f)
-	n := 0
+	next := harnesses(f, pool, fuzzUpgradedCounters, drainHarness{shards: fuzzShards, nameCap: fuzzNameCap, transitions: true})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		n++
-		h := &shardHarness{drainHarness: drainHarness{pool: pool, rdb: rdb, prefix: fmt.Sprintf("%s%d:", prefix, n), set: set, transitions: true}}
-		h.reset(t)
+		h := next(t)
 		pushed := h.route(t, a, b)
-		h.drainAllAtMostTwice(t)
+		h.drainAtMostTwice(t)
 		h.check(t, h.expect(pushed, h.admitted(t, pushed)))
 	})
-}
-
-// shardHarness is a drainHarness over fuzzShards shards.
-type shardHarness struct {
-	drainHarness
-	bufs []*buffer.List
-}
-
-func (h *shardHarness) reset(t *testing.T) {
-	h.drainHarness.reset(t)
-	h.bufs = []*buffer.List{h.buf}
-	for i := 1; i < fuzzShards; i++ {
-		h.bufs = append(h.bufs, buffer.New(h.rdb, h.prefix, i))
-	}
 }
 
 // route pushes a and b twice each between valid user events (names "a"
 // and "b"), hits and transitions: tracked entries (those DecodeWire reads
 // as tracked) to shard 0, the others to shards 1 and 2. It returns the
 // entries as the drain reads them: shard 0's, then 1's, then 2's.
-func (h *shardHarness) route(t *testing.T, a, b []byte) [][]byte {
+func (h *drainHarness) route(t *testing.T, a, b []byte) [][]byte {
 	h.start = time.Now()
 	valid := func(i int) []byte {
 		switch i % 3 {
@@ -142,46 +115,10 @@ func (h *shardHarness) route(t *testing.T, a, b []byte) [][]byte {
 	return pushed
 }
 
-// drainAllAtMostTwice runs DrainAll over the shards, and once more if
-// the first run failed or left entries; every shard must then be empty.
-func (h *shardHarness) drainAllAtMostTwice(t *testing.T) {
-	ctx := context.Background()
-	st := store.New(h.pool)
-	cfg := defaultConfig()
-	cfg.BatchSize = 3
-	cfg.MaxIterations = 100
-	logs := new(strings.Builder)
-	logger := slog.New(slog.NewTextHandler(logs, nil))
-	seen := seencache.New(h.rdb, h.prefix, time.Hour, st)
-	drainer := func(i int) *processor.Drainer {
-		return processor.NewDrainer(cfg, h.bufs[i], seen, st, nil, logger,
-			processor.WithCounters(h.set, 0), processor.WithNameLimit(st, fuzzNameCap))
-	}
-	d := processor.NewDrainer(cfg, h.bufs[0], seen, st, nil, logger, processor.WithCounters(h.set, 0),
-		processor.WithNameLimit(st, fuzzNameCap), processor.WithShards(fuzzShards, fuzzShards, 2, drainer, nil))
-	_, err := d.DrainAll(ctx)
-	if err != nil || h.left(t) > 0 {
-		_, err = d.DrainAll(ctx)
-		require.NoError(t, err, "second run; logs:\n%s", logs)
-	}
-	require.Zero(t, h.left(t), "every shard is empty after two runs; logs:\n%s", logs)
-}
-
-// left is how many entries the shards hold.
-func (h *shardHarness) left(t *testing.T) int64 {
-	var n int64
-	for _, buf := range h.bufs {
-		l, err := buf.Len(context.Background())
-		require.NoError(t, err)
-		n += l
-	}
-	return n
-}
-
 // admitted returns the names the drains registered, after checking them
 // against the cap: never more, and as many as the valid user events name
 // up to it.
-func (h *shardHarness) admitted(t *testing.T, pushed [][]byte) map[string]bool {
+func (h *drainHarness) admitted(t *testing.T, pushed [][]byte) map[string]bool {
 	rows, err := h.pool.Query(context.Background(), `SELECT name FROM event_names`)
 	require.NoError(t, err)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
