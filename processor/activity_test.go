@@ -135,6 +135,25 @@ func TestActiveUsers(t *testing.T) {
 		require.Equal(t, sorted([][]uum.UUID{{u[0], u[1]}}), sorted(active(t, b, day1, day1)))
 	})
 
+	t.Run("TheCompactionRunStoresClosedWeeks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		push(t, b, day1, uum.Pair{UserID: users(1)[0], Name: "login"}) // a Sunday
+		b.drain(t)
+		weeks := func() int {
+			t.Helper()
+			var n int
+			require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(DISTINCT event_id) FROM active_user_unions WHERE period = 'week' AND start = '2026-02-23'`).Scan(&n))
+			return n
+		}
+		logger := slog.New(slog.DiscardHandler)
+		monday := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+		require.NoError(t, processor.CompactActiveUsers(ctx, b.store, time.UTC, monday.Add(30*time.Minute), logger))
+		require.Zero(t, weeks(), "Sunday is closed only an hour after it ended")
+		require.NoError(t, processor.CompactActiveUsers(ctx, b.store, time.UTC, monday.Add(61*time.Minute), logger))
+		require.Equal(t, 2, weeks(), "login's week and the any-event week")
+	})
+
 	t.Run("UnknownEventsAreNamed", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)
