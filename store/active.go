@@ -32,24 +32,33 @@ type ActiveUsers struct {
 	Users   *roaring.Bitmap // user numbers (UserNumbers)
 }
 
-// addUserNumbersSQL numbers the users of $1 (distinct, sorted: the lock
-// order) that have no number yet. Only those: ON CONFLICT still consumes
-// identity values, and each one burnt is a hole in every bitmap's number
-// space. The conflict clause is for a concurrent drain that numbers the
-// same user first: this one waits for it and skips the user. NOT IN over
-// an uncorrelated subquery, as registerMissingSQL: Citus refuses a
-// correlated one when FROM holds a set-returning function, on any kind of
-// table (docs/scaling.md).
-const addUserNumbersSQL = `
-INSERT INTO user_numbers (user_id)
-SELECT u FROM unnest($1::uuid[]) AS x(u)
-WHERE u NOT IN (SELECT user_id FROM user_numbers WHERE user_id = ANY($1::uuid[]))
-ORDER BY u
-ON CONFLICT (user_id) DO NOTHING`
+// numberUsersSQL returns the numbers of the users of $1 (distinct,
+// sorted: the lock order), numbering those that have none. Only those:
+// ON CONFLICT still consumes identity values, and each one burnt is a hole
+// in every bitmap's number space. One statement reads the known numbers
+// once (known, materialized: it is read twice) and inserts the others.
+// The conflict clause is for a concurrent drain that numbers the same
+// user first: this one waits for it and skips the user, whose number the
+// statement's snapshot does not see, so numberUsers reads it again
+// (userNumbersSQL). NOT IN over an uncorrelated subquery, as
+// registerMissingSQL: Citus refuses a correlated one when FROM holds a
+// set-returning function, on any kind of table (docs/scaling.md);
+// user_numbers is local to the coordinator there.
+const numberUsersSQL = `
+WITH known AS (
+	SELECT user_id, number FROM user_numbers WHERE user_id = ANY($1::uuid[])
+), added AS (
+	INSERT INTO user_numbers (user_id)
+	SELECT u FROM unnest($1::uuid[]) AS x(u)
+	WHERE u NOT IN (SELECT user_id FROM known)
+	ORDER BY u
+	ON CONFLICT (user_id) DO NOTHING
+	RETURNING user_id, number
+)
+SELECT user_id, number FROM known UNION ALL SELECT user_id, number FROM added`
 
-// userNumbersSQL reads the numbers of $1. As a statement of its own after
-// addUserNumbersSQL it sees the numbers that one assigned and those a
-// concurrent transaction assigned and committed meanwhile.
+// userNumbersSQL reads the numbers of $1: those that numberUsersSQL
+// found numbered by a concurrent transaction that committed meanwhile.
 const userNumbersSQL = `SELECT user_id, number FROM user_numbers WHERE user_id = ANY($1::uuid[])`
 
 // UserNumbers returns the number of each of users, numbering those that
@@ -84,8 +93,7 @@ func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string)
 		batch.Queue(registerMissingSQL, names)
 	}
 	if len(sorted) > 0 {
-		batch.Queue(addUserNumbersSQL, sorted)
-		batch.Queue(userNumbersSQL, sorted)
+		batch.Queue(numberUsersSQL, sorted)
 	}
 	if len(names) > 0 {
 		batch.Queue(`SELECT name::text, id FROM event_names WHERE name = ANY($1::text[])`, names)
@@ -106,6 +114,9 @@ func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string)
 	if cerr := results.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && len(numbers) < len(sorted) {
+		err = readRacedNumbers(ctx, db, sorted, numbers)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,25 +126,44 @@ func numberUsers(ctx context.Context, db DBTX, users []uum.UUID, names []string)
 	return numbers, ids, nil
 }
 
-// readUserNumbers reads the results of numberUsers' first two statements.
-func readUserNumbers(results pgx.BatchResults, n int) (map[uum.UUID]uint32, error) {
-	if _, err := results.Exec(); err != nil {
-		return nil, err
+// readRacedNumbers adds to numbers those of users that it lacks: users
+// a concurrent transaction numbered, which numberUsersSQL waited for and
+// skipped. A statement of its own sees them.
+func readRacedNumbers(ctx context.Context, db DBTX, users [][16]byte, numbers map[uum.UUID]uint32) error {
+	var missing [][16]byte
+	for _, u := range users {
+		if _, ok := numbers[u]; !ok {
+			missing = append(missing, u)
+		}
 	}
+	rows, err := db.Query(ctx, userNumbersSQL, missing)
+	if err != nil {
+		return err
+	}
+	return scanUserNumbers(rows, numbers)
+}
+
+// readUserNumbers reads the result of numberUsersSQL.
+func readUserNumbers(results pgx.BatchResults, n int) (map[uum.UUID]uint32, error) {
 	rows, err := results.Query()
 	if err != nil {
 		return nil, err
 	}
 	numbers := make(map[uum.UUID]uint32, n)
+	return numbers, scanUserNumbers(rows, numbers)
+}
+
+// scanUserNumbers adds rows of users and their numbers to numbers.
+func scanUserNumbers(rows pgx.Rows, numbers map[uum.UUID]uint32) error {
 	var (
 		user   [16]byte
 		number int32
 	)
-	_, err = pgx.ForEachRow(rows, []any{&user, &number}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&user, &number}, func() error {
 		numbers[user] = uint32(number)
 		return nil
 	})
-	return numbers, err
+	return err
 }
 
 // readEventIDs reads the result of a query of names and their ids.

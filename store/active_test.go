@@ -86,6 +86,51 @@ func TestActiveUsers(t *testing.T) {
 		}
 	})
 
+	// A drain that numbers a user another one is numbering waits for it
+	// and takes the number it gave: its statement's snapshot does not see
+	// it, so it reads it again.
+	t.Run("WaitsForAConcurrentNumbering", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u, v := uum.NewUUID(), uum.NewUUID()
+		first, err := b.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = first.Rollback(ctx) }()
+		numbered, err := store.UserNumbers(ctx, first, []uum.UUID{u})
+		require.NoError(t, err)
+
+		conn, err := b.pool.Acquire(ctx)
+		require.NoError(t, err)
+		defer conn.Release()
+		var pid int32
+		require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+		type result struct {
+			numbers map[uum.UUID]uint32
+			err     error
+		}
+		done := make(chan result, 1)
+		go func() {
+			var r result
+			r.err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				var err error
+				r.numbers, err = store.UserNumbers(ctx, tx, []uum.UUID{v, u})
+				return err
+			})
+			done <- r
+		}()
+		require.Eventually(t, func() bool {
+			var waiting bool
+			err := b.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND NOT granted)`, pid).Scan(&waiting)
+			return err == nil && waiting
+		}, 10*time.Second, 10*time.Millisecond)
+		require.NoError(t, first.Commit(ctx))
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, numbered[u], r.numbers[u])
+		require.Len(t, r.numbers, 2)
+		require.NotEqual(t, r.numbers[u], r.numbers[v])
+	})
+
 	t.Run("ReadsTheUnionOfDeltasPerDay", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
