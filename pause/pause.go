@@ -76,7 +76,16 @@ type Switch struct {
 
 	cached     atomic.Pointer[cachedState] // nil until the first read
 	refreshing atomic.Bool                 // one caller refreshes; the others use the cached state
-	mu         sync.Mutex                  // serialises the first reads
+	mu         sync.Mutex                  // guards first
+	first      *firstRead                  // the read the callers without a state wait for
+}
+
+// firstRead is a read that callers with nothing cached share: its result
+// once done is closed.
+type firstRead struct {
+	done  chan struct{}
+	state State
+	err   error
 }
 
 type cachedState struct {
@@ -141,32 +150,66 @@ func (s *Switch) State(ctx context.Context) (State, error) {
 }
 
 // Cached returns the state read at most MaxStaleness ago, reading it
-// when it is older. While one caller reads, the others answer with the
-// state it replaces; a failed read keeps it for the next caller to retry.
+// when it is older: one Redis read per MaxStaleness, whatever the number
+// of callers. While one caller reads, the others answer with the state it
+// replaces; a failed read keeps it for the next caller to retry. Callers
+// with no state to answer with (before the first read, after Pause or
+// Resume) share one read, and stop waiting for it when their ctx is done.
 // It returns an error only when no read ever succeeded.
 func (s *Switch) Cached(ctx context.Context) (State, error) {
 	c := s.cached.Load()
-	if c != nil && s.now().Sub(c.readAt) < MaxStaleness {
+	if s.fresh(c) {
 		return c.state, nil
 	}
 	if c == nil {
-		// Nothing to answer with yet: the first callers wait for one read.
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if c := s.cached.Load(); c != nil {
-			return c.state, nil
-		}
-		return s.State(ctx)
+		return s.readFirst(ctx)
 	}
 	if !s.refreshing.CompareAndSwap(false, true) {
 		return c.state, nil
 	}
 	defer s.refreshing.Store(false)
+	// A refresh may have ended between the Load and the swap.
+	if c := s.cached.Load(); s.fresh(c) {
+		return c.state, nil
+	}
 	st, err := s.State(ctx)
 	if err != nil {
 		return c.state, nil //nolint:nilerr // the last state read stands until Redis answers again
 	}
 	return st, nil
+}
+
+func (s *Switch) fresh(c *cachedState) bool {
+	return c != nil && s.now().Sub(c.readAt) < MaxStaleness
+}
+
+// readFirst reads the state for the callers that have none, one read at
+// a time: a caller joins the read under way, or starts one.
+func (s *Switch) readFirst(ctx context.Context) (State, error) {
+	s.mu.Lock()
+	if c := s.cached.Load(); c != nil {
+		s.mu.Unlock()
+		return c.state, nil
+	}
+	r := s.first
+	if r == nil {
+		r = &firstRead{done: make(chan struct{})}
+		s.first = r
+		s.mu.Unlock()
+		r.state, r.err = s.State(ctx)
+		s.mu.Lock()
+		s.first = nil
+		s.mu.Unlock()
+		close(r.done)
+		return r.state, r.err
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.state, r.err
+	case <-ctx.Done():
+		return State{}, fmt.Errorf("read pauses: %w", ctx.Err())
+	}
 }
 
 // DrainPaused reports whether draining is paused (Cached).

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -103,6 +104,69 @@ func TestSwitch(t *testing.T) {
 		})
 	})
 
+	t.Run("OneReadPerMaxStalenessWhateverTheCallers", func(t *testing.T) {
+		t.Parallel()
+		rdb, prefix := redistest.Real(t)
+		sw, clk := pause.New(rdb, prefix), &clock{t: time.Now()}
+		sw.SetNow(clk.now)
+		reads := redistest.RecordCommands(rdb)
+		burst := func() {
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					for range 20 {
+						_, err := sw.IngestPaused(ctx)
+						require.NoError(t, err)
+						_, err = sw.DrainPaused(ctx)
+						require.NoError(t, err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		burst() // nothing cached: the callers share the first read
+		require.Equal(t, []string{"hgetall"}, reads.Names())
+		for range 5 { // the state expires: one caller reads, the others answer with it
+			clk.add(pause.MaxStaleness)
+			reads.Reset()
+			burst()
+			require.Equal(t, []string{"hgetall"}, reads.Names())
+		}
+		_, err := sw.Pause(ctx, pause.Ingest, "alice") // forgets the state
+		require.NoError(t, err)
+		reads.Reset()
+		burst()
+		require.Equal(t, []string{"hgetall"}, reads.Names())
+	})
+
+	t.Run("CallersWithoutAStateShareOneRead", func(t *testing.T) {
+		t.Parallel()
+		rdb, _, prefix := redistest.Mini(t)
+		held := &holdReads{entered: make(chan struct{}), release: make(chan struct{})}
+		rdb.AddHook(held)
+		reads := redistest.RecordCommands(rdb)
+		sw := pause.New(rdb, prefix)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, err := sw.Cached(ctx)
+			require.NoError(t, err)
+		})
+		<-held.entered // the first read is under way, and held
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err := sw.Cached(gone)
+		require.ErrorIs(t, err, context.Canceled, "a waiter stops waiting when its ctx is done")
+		for range 16 {
+			wg.Go(func() {
+				_, err := sw.Cached(ctx)
+				require.NoError(t, err)
+			})
+		}
+		close(held.release)
+		wg.Wait()
+		require.Equal(t, []string{"hgetall"}, reads.Names())
+	})
+
 	t.Run("AFailedReadKeepsTheLastState", func(t *testing.T) {
 		t.Parallel()
 		rdb, _, prefix := redistest.Mini(t)
@@ -130,4 +194,29 @@ func TestSwitch(t *testing.T) {
 		_, err = pause.ParseWhat("everything")
 		require.EqualError(t, err, `must be "drain" or "ingest", got "everything"`)
 	})
+}
+
+// holdReads is a go-redis hook that holds the first HGETALL until release
+// is closed, saying when it does on entered.
+type holdReads struct {
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (h *holdReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *holdReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "hgetall" {
+			h.once.Do(func() {
+				close(h.entered)
+				<-h.release
+			})
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *holdReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
