@@ -857,6 +857,34 @@ func testDrain(t *testing.T, newRedis func(testing.TB) (*redis.Client, string)) 
 		require.Equal(t, 4.0, statsdtest.Sum(b.stats.Metrics(t), processor.MetricNamesOverLimit))
 	})
 
+	// Under the name cap, new names are admitted in a transaction of
+	// their own before the batch's: a name the database refuses there
+	// failed every run and stalled the buffer (make chaos's refused
+	// name, chaos_refused).
+	t.Run("ANameTheDatabaseRefusesUnderTheLimitIsDeadLettered", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newRedis)
+		_, err := b.pool.Exec(ctx, `ALTER TABLE event_names ADD CONSTRAINT no_refused CHECK (name <> 'refused')`)
+		require.NoError(t, err)
+		u := users(6)
+		entries := append(pairs(u, "a", "b"), pairs(u[:2], "refused")...)
+		b.pushEvents(t, entries...)
+		d := processor.NewDrainer(b.cfg, b.buf, b.seen, b.db, b.stats.Client,
+			debugLogger(b.logs), processor.WithNameLimit(b.store, 10))
+		sum, err := d.Drain(ctx)
+		require.NoError(t, err)
+		require.Equal(t, len(entries), sum.EventsProcessed)
+		require.Equal(t, 2, sum.DeadLettered)
+		require.Equal(t, map[string]int64{"a": 6, "b": 6}, b.totals(t))
+		require.Empty(t, b.pending(t), "the buffer moves past the refused entries")
+		for _, r := range b.deadLetterReasons(t) {
+			require.Contains(t, r, "no_refused", "the database's error is the reason")
+		}
+		var names []string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT array_agg(name ORDER BY name) FROM event_names`).Scan(&names))
+		require.Equal(t, []string{"a", "b"}, names)
+	})
+
 	t.Run("ShardsDrainingAtOnceStayWithinTheLimit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newRedis)

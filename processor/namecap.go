@@ -56,20 +56,41 @@ func (d *Drainer) limitAndCommit(ctx context.Context, b *batch) error {
 // once the batch committed. Only a name whose every entry the database
 // then refuses (dead-lettered) stays registered with no pair, where it
 // used to stay unregistered: rare, and within the cap all the same.
+//
+// A name the database refuses for its data (store.ErrRejected: a
+// constraint the decoder does not know) must not fail the run: it would
+// fail the same way on every retry and stall the buffer behind it. The
+// names are then admitted one at a time, and the refused one is left to
+// the batch's commit, which registers the names it lacks, finds its
+// entries at fault by bisection and dead-letters them, as it does any
+// entry the database refuses.
 func (d *Drainer) admitNames(ctx context.Context, b *batch) error {
 	if len(b.newNames) == 0 {
 		return nil
 	}
-	cctx, cancel := detach(ctx, commitTimeout)
-	defer cancel()
-	err := d.db.InTx(cctx, func(tx pgx.Tx) error {
-		return store.AdmitNames(cctx, tx, b.newNames, d.maxNames)
-	})
-	if err != nil {
+	err := d.admit(ctx, b.newNames)
+	if errors.Is(err, store.ErrRejected) && len(b.newNames) > 1 {
+		for _, n := range b.newNames {
+			if err = d.admit(ctx, []string{n}); err != nil && !errors.Is(err, store.ErrRejected) {
+				return err
+			}
+		}
+	}
+	if err != nil && !errors.Is(err, store.ErrRejected) {
 		return err
 	}
 	b.newNames = nil
 	return nil
+}
+
+// admit registers names under the cap in a transaction of its own,
+// bounded by commitTimeout like a commit (store.AdmitNames).
+func (d *Drainer) admit(ctx context.Context, names []string) error {
+	cctx, cancel := detach(ctx, commitTimeout)
+	defer cancel()
+	return d.db.InTx(cctx, func(tx pgx.Tx) error {
+		return store.AdmitNames(cctx, tx, names, d.maxNames)
+	})
 }
 
 // limitNames applies the cap on registered names: the batch's new names
