@@ -141,13 +141,6 @@ func (l *pairLayout) addUser(u uum.UUID, n uint32) {
 	l.users[u] = n
 }
 
-// current returns the drain commit the memory stands on (zero: none).
-func (l *pairLayout) current() DrainCommit {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.basis
-}
-
 // learn records what a committed drain commit read (read, nil if it read
 // nothing), having checked that the database holds verified, the memory's
 // basis then. A memory that changed meanwhile, under another transaction,
