@@ -54,7 +54,10 @@ func Prefix(t testing.TB) string {
 func Real(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	rdb := redis.NewClient(Options(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Generous: on a 2-core machine at load 12 (two -race suites at
+	// once) a 5 s ping to a healthy Redis timed out; a Redis that is
+	// not running fails at once, with connection refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("redis at %s: %v (run scripts/services.sh)", URL(), err)
